@@ -1,0 +1,18 @@
+// Names every dlock header uses.
+#pragma once
+
+#include <boost/asio/deferred.hpp>
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/system/error_code.hpp>
+
+namespace dlock {
+
+namespace asio = boost::asio;
+using boost::system::error_code;
+
+/// The completion token every dlock operation uses when none is given:
+/// `co_await op()` inside an `asio::awaitable` works, and so does passing
+/// `asio::use_awaitable`, `asio::use_future`, a callback or `asio::deferred`.
+using default_token = asio::deferred_t;
+
+}  // namespace dlock

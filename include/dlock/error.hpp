@@ -1,0 +1,35 @@
+// Errors common to every lock, election and queue in dlock, whatever the backend.
+// Backend failures keep their own categories (dlock::zk::error, dlock::redis::error).
+#pragma once
+
+#include <dlock/config.hpp>
+
+#include <system_error>
+#include <type_traits>
+
+namespace dlock {
+
+enum class error {
+  invalid_argument = 1,  ///< a path, key, TTL or option the operation cannot accept
+  already_held,          ///< acquire on a lock this object already holds (locks are not reentrant)
+  not_held,              ///< release or extend of a lock this object does not hold
+  taken,                 ///< someone else holds the lock (try-acquire, or the wait limit ran out)
+  timed_out,             ///< the wait limit ran out before the operation completed
+  lost,                  ///< the lock was held and no longer is (session expired, validity ran out)
+  not_owned,             ///< the server no longer holds our token (expired or taken over)
+  no_quorum,             ///< Redlock: too many masters failed or timed out for a majority
+  expired,               ///< Redlock: the validity ran out before a majority answered
+  closed,                ///< the client or connection was closed
+  empty,                 ///< the queue has no item
+};
+
+const boost::system::error_category& error_category() noexcept;
+
+inline error_code make_error_code(error e) noexcept {
+  return error_code(static_cast<int>(e), error_category());
+}
+
+}  // namespace dlock
+
+template <>
+struct boost::system::is_error_code_enum<dlock::error> : std::true_type {};

@@ -1,0 +1,36 @@
+#include <dlock/error.hpp>
+
+#include <string>
+
+namespace dlock {
+namespace {
+
+class category final : public boost::system::error_category {
+ public:
+  const char* name() const noexcept override { return "dlock"; }
+  std::string message(int value) const override {
+    switch (static_cast<error>(value)) {
+      case error::invalid_argument: return "invalid argument";
+      case error::already_held: return "the lock is already held by this object (locks are not reentrant)";
+      case error::not_held: return "the lock is not held by this object";
+      case error::taken: return "the lock is held by someone else";
+      case error::timed_out: return "the wait limit ran out";
+      case error::lost: return "the lock was lost";
+      case error::not_owned: return "the lock is no longer owned (expired or taken over)";
+      case error::no_quorum: return "no quorum: too many masters failed or timed out";
+      case error::expired: return "the lock's validity ran out before a majority answered";
+      case error::closed: return "the client is closed";
+      case error::empty: return "the queue is empty";
+    }
+    return "unknown dlock error " + std::to_string(value);
+  }
+};
+
+}  // namespace
+
+const boost::system::error_category& error_category() noexcept {
+  static const category instance;
+  return instance;
+}
+
+}  // namespace dlock
