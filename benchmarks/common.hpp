@@ -1,0 +1,82 @@
+// Shared by every benchmark program: timing, percentiles, CPU time, and the
+// one-JSON-line-per-result output that benchmarks/run and RESULTS.md read.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+#include <string>
+#include <sys/resource.h>
+#include <vector>
+
+namespace dlock::bench {
+
+using clock = std::chrono::steady_clock;
+
+/// Process CPU time (user + system) in microseconds.
+inline double cpu_us() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  auto us = [](const timeval& tv) { return tv.tv_sec * 1e6 + tv.tv_usec; };
+  return us(ru.ru_utime) + us(ru.ru_stime);
+}
+
+/// Collects per-operation latencies and wall/CPU time for one scenario.
+class recorder {
+ public:
+  void start() {
+    latencies_us_.clear();
+    wall_start_ = clock::now();
+    cpu_start_ = cpu_us();
+  }
+  void stop() {
+    seconds_ = std::chrono::duration<double>(clock::now() - wall_start_).count();
+    cpu_used_us_ = cpu_us() - cpu_start_;
+  }
+  void add_latency(clock::duration d) {
+    latencies_us_.push_back(std::chrono::duration<double, std::micro>(d).count());
+  }
+  void add_latency_us(double us) { latencies_us_.push_back(us); }
+
+  /// Prints {"bench":..,"impl":..,"ops":..,"seconds":..,"ops_per_s":..,"p50_us":..,
+  /// "p99_us":..,"cpu_us_per_op":.., plus `extra` (already-formatted "key":value pairs)}.
+  void print(const std::string& bench, const std::string& impl, std::uint64_t ops,
+             const std::string& extra = "") {
+    std::sort(latencies_us_.begin(), latencies_us_.end());
+    std::ostringstream out;
+    out.setf(std::ios::fixed);
+    out.precision(3);
+    out << "{\"bench\":\"" << bench << "\",\"impl\":\"" << impl << "\",\"ops\":" << ops
+        << ",\"seconds\":" << seconds_ << ",\"ops_per_s\":" << (seconds_ > 0 ? ops / seconds_ : 0)
+        << ",\"p50_us\":" << percentile(0.50) << ",\"p99_us\":" << percentile(0.99)
+        << ",\"cpu_us_per_op\":" << (ops ? cpu_used_us_ / ops : 0);
+    if (!extra.empty()) out << "," << extra;
+    out << "}\n";
+    std::fputs(out.str().c_str(), stdout);
+    std::fflush(stdout);
+  }
+
+  double percentile(double q) const {
+    if (latencies_us_.empty()) return 0;
+    auto index = static_cast<std::size_t>(q * static_cast<double>(latencies_us_.size() - 1) + 0.5);
+    return latencies_us_[std::min(index, latencies_us_.size() - 1)];
+  }
+
+ private:
+  std::vector<double> latencies_us_;
+  clock::time_point wall_start_{};
+  double cpu_start_ = 0;
+  double seconds_ = 0;
+  double cpu_used_us_ = 0;
+};
+
+/// An environment variable, or `fallback` when unset.
+inline std::string env_or(const char* name, const char* fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? v : fallback;
+}
+
+}  // namespace dlock::bench
