@@ -1,0 +1,96 @@
+// The loss of a held lock, told to its holder.
+//
+// A lock can be lost while held: its ZooKeeper session expires (or, by
+// policy, is suspended), or a Redis lock's validity runs out before an
+// extension succeeds. Every dlock lock owns one `lock_loss`; holders either
+// `co_await` it or bind a cancellation signal to it so the critical section
+// is cancelled the moment the lock is gone.
+#pragma once
+
+#include <dlock/config.hpp>
+#include <dlock/error.hpp>
+
+#include <boost/asio/any_completion_handler.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/cancellation_type.hpp>
+
+#include <list>
+#include <vector>
+
+namespace dlock {
+
+/// Not thread-safe on its own: every call runs on the owning lock's executor
+/// (its strand), which is where the lock's own operations complete.
+class lock_loss {
+ public:
+  explicit lock_loss(asio::any_io_executor executor);
+  ~lock_loss();  ///< waiters complete with operation_aborted
+  lock_loss(const lock_loss&) = delete;
+  lock_loss& operator=(const lock_loss&) = delete;
+
+  // --- for holders ---
+
+  /// True once the current hold is lost (until the next acquisition).
+  bool lost() const noexcept { return static_cast<bool>(reason_); }
+  /// Why the hold was lost (`dlock::error::lost`, or a backend code such as
+  /// session expired); empty while held or never held.
+  error_code reason() const noexcept { return reason_; }
+  /// True between acquisition and release or loss.
+  bool armed() const noexcept { return armed_; }
+
+  /// Completes with the loss reason when the current hold is lost, at once
+  /// if it already is. Completes with `asio::error::operation_aborted` when
+  /// the lock is released first, the wait is cancelled (terminal or partial),
+  /// or the lock is destroyed; with `dlock::error::not_held` when nothing is
+  /// held. Signature: `void(error_code)`.
+  template <class CompletionToken = default_token>
+  auto wait(CompletionToken&& token = {}) {
+    return asio::async_initiate<CompletionToken, void(error_code)>(
+        [this](auto handler) {
+          start_wait(asio::any_completion_handler<void(error_code)>(std::move(handler)));
+        },
+        token);
+  }
+
+  /// Emits `type` on `signal` when the current hold is lost: bind the slot of
+  /// a critical section's operations to `signal` and they are cancelled on
+  /// loss. The binding ends at release or loss; `signal` must outlive it
+  /// (or call `unbind`). If the hold is already lost, emits at once.
+  void bind(asio::cancellation_signal& signal,
+            asio::cancellation_type type = asio::cancellation_type::terminal);
+  void unbind(asio::cancellation_signal& signal) noexcept;
+
+  // --- for lock implementations ---
+
+  /// A new hold begins: forgets the previous loss.
+  void arm();
+  /// The hold is lost: completes waiters with `reason`, emits bound signals.
+  /// Has no effect unless armed, so a loss is told once per hold.
+  void fire(error_code reason);
+  /// The hold ended normally (release): waiters complete with
+  /// operation_aborted and bindings are dropped.
+  void disarm();
+
+ private:
+  struct waiter {
+    asio::any_completion_handler<void(error_code)> handler;
+    asio::cancellation_slot slot;
+  };
+  struct binding {
+    asio::cancellation_signal* signal;
+    asio::cancellation_type type;
+  };
+
+  void start_wait(asio::any_completion_handler<void(error_code)> handler);
+  void complete(std::list<waiter>::iterator it, error_code ec, bool from_slot = false);
+  void complete_all(error_code ec);
+
+  asio::any_io_executor executor_;
+  std::list<waiter> waiters_;  // a list: cancellation handlers hold iterators
+  std::vector<binding> bindings_;
+  error_code reason_;
+  bool armed_ = false;
+};
+
+}  // namespace dlock
