@@ -1,0 +1,223 @@
+// A ZooKeeper session driven entirely by the user's io_context.
+#pragma once
+
+#include <dlock/config.hpp>
+#include <dlock/zk/error.hpp>
+#include <dlock/zk/options.hpp>
+#include <dlock/zk/types.hpp>
+#include <dlock/zk/watch.hpp>
+
+#include <boost/asio/any_completion_handler.hpp>
+#include <boost/asio/async_result.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace dlock::zk {
+
+namespace detail {
+class session;
+template <class... Args>
+using handler = asio::any_completion_handler<void(error_code, Args...)>;
+using session_ptr = std::shared_ptr<session>;
+
+void start_connect(const session_ptr& s, handler<> h);
+void start_close(const session_ptr& s, handler<> h);
+void start_wait_state_change(const session_ptr& s, handler<session_state> h);
+void start_create(const session_ptr& s, std::string path, std::string data, create_mode mode,
+                  handler<created> h);
+void start_remove(const session_ptr& s, std::string path, std::int32_t version, handler<> h);
+void start_get(const session_ptr& s, std::string path, watch* w, handler<std::string, stat> h);
+void start_set(const session_ptr& s, std::string path, std::string data, std::int32_t version,
+               handler<stat> h);
+void start_exists(const session_ptr& s, std::string path, watch* w,
+                  handler<std::optional<stat>> h);
+void start_get_children(const session_ptr& s, std::string path, watch* w,
+                        handler<std::vector<std::string>, stat> h);
+
+template <class Token>
+concept not_a_watch = !std::is_same_v<std::remove_cvref_t<Token>, zk::watch>;
+}  // namespace detail
+
+/// One ZooKeeper session (re-opened after expiry if the options say so).
+///
+/// Every operation takes a completion token (default `dlock::default_token`,
+/// so `co_await zk.get("/a")` works in an `asio::awaitable`) and owns its
+/// arguments. Operations never complete inside the initiating call; they
+/// complete on the handler's associated executor. Per-operation cancellation
+/// (terminal and partial) abandons a sent request: the handler gets
+/// `asio::error::operation_aborted` and the late reply is dropped (a
+/// cancelled `create` may still have created its node).
+///
+/// Errors: `dlock::zk::error` (NONODE is `zk::error::no_node`, ...),
+/// `dlock::error::invalid_argument` for a bad path (nothing is sent),
+/// `zk::error::invalid_state` before `connect()`, `dlock::error::closed` after
+/// `close()`.
+///
+/// Thread safety: the client runs on a strand of the executor it was given,
+/// so the io_context may run on several threads. Distinct clients are
+/// independent; calls into the C client are serialized process-wide. Use one
+/// client object from one thread at a time; initiating from the strand
+/// (`get_executor()`) is cheapest.
+class client {
+ public:
+  using executor_type = asio::any_io_executor;
+
+  client(asio::any_io_executor executor, options opts);
+  ~client();  ///< closes without waiting: pending operations complete with `dlock::error::closed`
+  client(client&&) noexcept = default;
+  client& operator=(client&&) noexcept = delete;
+  client(const client&) = delete;
+  client& operator=(const client&) = delete;
+
+  /// The client's strand.
+  executor_type get_executor() const noexcept;
+
+  /// Opens the session; completes once it is established (or at once if it
+  /// is). Errors: `dlock::error::timed_out` after `options::connect_timeout`
+  /// (the client keeps trying), `zk::error::auth_failed`, `dlock::error::closed`.
+  template <class CompletionToken = default_token>
+  auto connect(CompletionToken&& token = {}) {
+    return asio::async_initiate<CompletionToken, void(error_code)>(
+        [](auto h, detail::session_ptr s) { detail::start_connect(s, detail::handler<>(std::move(h))); },
+        token, impl_);
+  }
+
+  /// Ends the session (its ephemeral nodes go at once when the server answers;
+  /// a stalled server is not waited for) and fails pending operations and
+  /// watches with `dlock::error::closed`.
+  template <class CompletionToken = default_token>
+  auto close(CompletionToken&& token = {}) {
+    return asio::async_initiate<CompletionToken, void(error_code)>(
+        [](auto h, detail::session_ptr s) { detail::start_close(s, detail::handler<>(std::move(h))); },
+        token, impl_);
+  }
+
+  /// Creates `path` (for sequential modes, `path` is the prefix).
+  /// Signature: `void(error_code, created)`.
+  template <class CompletionToken = default_token>
+  auto create(std::string path, std::string data, create_mode mode = create_mode::persistent,
+              CompletionToken&& token = {}) {
+    return asio::async_initiate<CompletionToken, void(error_code, created)>(
+        [](auto h, detail::session_ptr s, std::string p, std::string d, create_mode m) {
+          detail::start_create(s, std::move(p), std::move(d), m, detail::handler<created>(std::move(h)));
+        },
+        token, impl_, std::move(path), std::move(data), mode);
+  }
+
+  /// Deletes `path` if its version matches (-1: any). Signature: `void(error_code)`.
+  template <class CompletionToken = default_token>
+  auto remove(std::string path, std::int32_t version = -1, CompletionToken&& token = {}) {
+    return asio::async_initiate<CompletionToken, void(error_code)>(
+        [](auto h, detail::session_ptr s, std::string p, std::int32_t v) {
+          detail::start_remove(s, std::move(p), v, detail::handler<>(std::move(h)));
+        },
+        token, impl_, std::move(path), version);
+  }
+
+  /// Reads data and metadata. Signature: `void(error_code, std::string, stat)`.
+  template <detail::not_a_watch CompletionToken = default_token>
+  auto get(std::string path, CompletionToken&& token = {}) {
+    return get_impl(std::move(path), nullptr, std::forward<CompletionToken>(token));
+  }
+  /// Same, and arms `w` for the node's next data change or deletion.
+  template <class CompletionToken = default_token>
+  auto get(std::string path, watch& w, CompletionToken&& token = {}) {
+    return get_impl(std::move(path), &w, std::forward<CompletionToken>(token));
+  }
+
+  /// Replaces the data if the version matches (-1: any). Signature: `void(error_code, stat)`.
+  template <class CompletionToken = default_token>
+  auto set(std::string path, std::string data, std::int32_t version = -1, CompletionToken&& token = {}) {
+    return asio::async_initiate<CompletionToken, void(error_code, stat)>(
+        [](auto h, detail::session_ptr s, std::string p, std::string d, std::int32_t v) {
+          detail::start_set(s, std::move(p), std::move(d), v, detail::handler<stat>(std::move(h)));
+        },
+        token, impl_, std::move(path), std::move(data), version);
+  }
+
+  /// Metadata, or `std::nullopt` if the node does not exist (not an error).
+  /// Signature: `void(error_code, std::optional<stat>)`.
+  template <detail::not_a_watch CompletionToken = default_token>
+  auto exists(std::string path, CompletionToken&& token = {}) {
+    return exists_impl(std::move(path), nullptr, std::forward<CompletionToken>(token));
+  }
+  /// Same, and arms `w` for the node's creation, deletion or data change.
+  template <class CompletionToken = default_token>
+  auto exists(std::string path, watch& w, CompletionToken&& token = {}) {
+    return exists_impl(std::move(path), &w, std::forward<CompletionToken>(token));
+  }
+
+  /// Child names (not full paths, unsorted) and the parent's metadata.
+  /// Signature: `void(error_code, std::vector<std::string>, stat)`.
+  template <detail::not_a_watch CompletionToken = default_token>
+  auto get_children(std::string path, CompletionToken&& token = {}) {
+    return children_impl(std::move(path), nullptr, std::forward<CompletionToken>(token));
+  }
+  /// Same, and arms `w` for the next child creation or deletion (or the node's deletion).
+  template <class CompletionToken = default_token>
+  auto get_children(std::string path, watch& w, CompletionToken&& token = {}) {
+    return children_impl(std::move(path), &w, std::forward<CompletionToken>(token));
+  }
+
+  /// Completes at the next session state change with the new state (several
+  /// waiters may wait at once). Cancellation: terminal and partial.
+  /// Signature: `void(error_code, session_state)`.
+  template <class CompletionToken = default_token>
+  auto wait_state_change(CompletionToken&& token = {}) {
+    return asio::async_initiate<CompletionToken, void(error_code, session_state)>(
+        [](auto h, detail::session_ptr s) {
+          detail::start_wait_state_change(s, detail::handler<session_state>(std::move(h)));
+        },
+        token, impl_);
+  }
+
+  // --- Session facts (safe from any thread) ---
+  session_state state() const noexcept;
+  /// The current session's id (0 before the first session); compare with a node's `ephemeral_owner`.
+  std::int64_t session_id() const noexcept;
+  /// The current session's password (to resume it elsewhere).
+  std::string session_password() const;
+  /// "ip:port" of the server currently connected, empty if none.
+  std::string current_server() const;
+  /// The session timeout the servers granted (0 before the first session).
+  std::chrono::milliseconds negotiated_session_timeout() const noexcept;
+  /// Counters since construction.
+  statistics stats() const noexcept;
+
+ private:
+  template <class Token>
+  auto get_impl(std::string path, watch* w, Token&& token) {
+    return asio::async_initiate<Token, void(error_code, std::string, stat)>(
+        [](auto h, detail::session_ptr s, std::string p, watch* w) {
+          detail::start_get(s, std::move(p), w, detail::handler<std::string, stat>(std::move(h)));
+        },
+        token, impl_, std::move(path), w);
+  }
+  template <class Token>
+  auto exists_impl(std::string path, watch* w, Token&& token) {
+    return asio::async_initiate<Token, void(error_code, std::optional<stat>)>(
+        [](auto h, detail::session_ptr s, std::string p, watch* w) {
+          detail::start_exists(s, std::move(p), w, detail::handler<std::optional<stat>>(std::move(h)));
+        },
+        token, impl_, std::move(path), w);
+  }
+  template <class Token>
+  auto children_impl(std::string path, watch* w, Token&& token) {
+    return asio::async_initiate<Token, void(error_code, std::vector<std::string>, stat)>(
+        [](auto h, detail::session_ptr s, std::string p, watch* w) {
+          detail::start_get_children(s, std::move(p), w,
+                                     detail::handler<std::vector<std::string>, stat>(std::move(h)));
+        },
+        token, impl_, std::move(path), w);
+  }
+
+  detail::session_ptr impl_;
+};
+
+}  // namespace dlock::zk

@@ -1,0 +1,43 @@
+// How a dlock::zk::client connects.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dlock::zk {
+
+/// The ACL given to nodes this client creates.
+enum class acl_policy {
+  open,         ///< anyone may do anything (ZOO_OPEN_ACL_UNSAFE)
+  creator_all,  ///< only the creator's authenticated identity (needs `digest_auth`)
+  read_only,    ///< anyone may read, nobody may change (ZOO_READ_ACL_UNSAFE)
+};
+
+/// A `digest` identity, "user:password", added with `zoo_add_auth` on connect.
+struct digest_credentials {
+  std::string user;
+  std::string password;
+};
+
+struct options {
+  /// "host:port,host:port[/chroot]". Numeric addresses avoid DNS entirely;
+  /// names are resolved once per (re)connection, never per poll.
+  std::string hosts = "127.0.0.1:2181";
+  /// Requested session timeout; the servers may negotiate it within
+  /// [2, 20] x tickTime (see `client::negotiated_session_timeout()`).
+  std::chrono::milliseconds session_timeout{10'000};
+  /// Limit for `connect()` to see a session established.
+  std::chrono::milliseconds connect_timeout{15'000};
+  std::vector<digest_credentials> digest_auth;
+  acl_policy default_acl = acl_policy::open;
+  /// After the session expires, open a fresh one (reported as `connected`
+  /// after `lost`). When false the client stays `lost` until closed.
+  bool reopen_on_expiry = true;
+  /// Resume an existing session (both set) instead of creating one.
+  std::int64_t session_id = 0;
+  std::string session_password;
+};
+
+}  // namespace dlock::zk

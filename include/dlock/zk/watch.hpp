@@ -1,0 +1,67 @@
+// A one-shot ZooKeeper watch whose event you co_await.
+#pragma once
+
+#include <dlock/config.hpp>
+#include <dlock/zk/types.hpp>
+
+#include <boost/asio/any_completion_handler.hpp>
+#include <boost/asio/async_result.hpp>
+
+#include <memory>
+
+namespace dlock::zk {
+
+class client;
+
+namespace detail {
+class watch_state;
+using watch_handler = asio::any_completion_handler<void(error_code, watch_event)>;
+void start_watch_wait(const std::shared_ptr<watch_state>& state, watch_handler handler);
+void cancel_watch(const std::shared_ptr<watch_state>& state);
+}  // namespace detail
+
+/// Owned by the caller and armed by `client::get/exists/get_children(path, w)`.
+/// It fires once. If the arming call fails (e.g. `get` on a missing node) no
+/// watch is left behind and `wait` completes with that call's error.
+/// `cancel()` or destruction removes the watch from the session, and no
+/// handler runs for it afterwards. Re-arming replaces the previous watch.
+///
+/// Thread safety: like the client, use it from one thread (or strand) at a time.
+class watch {
+ public:
+  watch() = default;
+  ~watch();  ///< cancels
+  watch(watch&&) noexcept = default;
+  watch& operator=(watch&& other) noexcept;
+  watch(const watch&) = delete;
+  watch& operator=(const watch&) = delete;
+
+  /// True once armed (even if already fired), until cancelled or re-armed.
+  bool armed() const noexcept { return static_cast<bool>(state_); }
+
+  /// Completes with the event once it fires (at once if it already has).
+  /// Errors: `asio::error::operation_aborted` (this wait cancelled, terminal
+  /// or partial: the watch stays armed and can be awaited again; or the watch
+  /// cancelled), `zk::error::session_expired` (the session, and so the watch,
+  /// is gone), `dlock::error::closed` (client closed), the arming call's
+  /// error if it failed, `dlock::error::invalid_argument` if never armed.
+  /// Signature: `void(error_code, watch_event)`.
+  template <class CompletionToken = default_token>
+  auto wait(CompletionToken&& token = {}) {
+    return asio::async_initiate<CompletionToken, void(error_code, watch_event)>(
+        [](auto handler, std::shared_ptr<detail::watch_state> state) {
+          detail::start_watch_wait(state, detail::watch_handler(std::move(handler)));
+        },
+        token, state_);
+  }
+
+  /// Removes the watch from the session (if registered) and completes a
+  /// pending `wait` with `operation_aborted`. The watch is then unarmed.
+  void cancel();
+
+ private:
+  friend class client;
+  std::shared_ptr<detail::watch_state> state_;
+};
+
+}  // namespace dlock::zk
