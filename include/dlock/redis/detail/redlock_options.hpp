@@ -1,0 +1,43 @@
+// The settings of a Redlock; included by <dlock/redis/redlock.hpp>.
+#pragma once
+
+#include <chrono>
+#include <string_view>
+
+namespace dlock::redis {
+
+/// Defaults follow node-redlock (drift 0.01, 10 retries, 200 ms +/- 100 ms)
+/// and the Redis distlock document (per-master timeout of a few tens of ms).
+struct redlock_options {
+  /// How long the key lives on each master after a successful SET or extend.
+  std::chrono::milliseconds ttl{10'000};
+  /// Clock drift allowance: drift = ttl * drift_factor + 2 ms. In [0, 1).
+  double drift_factor = 0.01;
+  /// How long one attempt waits for each master. Much smaller than `ttl`, so a
+  /// dead or stopped master costs at most this much per attempt.
+  std::chrono::milliseconds master_timeout{50};
+  /// Attempts after the first one when `lock()` fails; -1 retries until `wait_limit`.
+  int retry_count = 10;
+  /// Pause between attempts: retry_delay +/- a uniform random retry_jitter.
+  std::chrono::milliseconds retry_delay{200};
+  std::chrono::milliseconds retry_jitter{100};
+  /// Overall limit for `lock()`, all attempts included; zero means no limit
+  /// other than `retry_count`.
+  std::chrono::milliseconds wait_limit{0};
+
+  /// Keep the lock alive while held by extending it every
+  /// `ttl * extend_fraction`, until `unlock()` or `max_hold` (zero: no cap).
+  bool auto_extend = false;
+  double extend_fraction = 1.0 / 3.0;
+  std::chrono::milliseconds max_hold{0};
+};
+
+namespace detail {
+
+/// Why `options` (with `masters` masters and `key`) cannot make a Redlock,
+/// or an empty view when they can.
+std::string_view redlock_invalid_reason(const redlock_options& options, std::size_t masters,
+                                        std::string_view key) noexcept;
+
+}  // namespace detail
+}  // namespace dlock::redis

@@ -1,0 +1,124 @@
+// One Redlock attempt as an I/O-free state machine, and the retry policy
+// between attempts. The Asio shell (src/redis/redlock.cpp) sends the
+// commands, feeds the answers in here and does what the answers say.
+//
+// An attempt ("round") asks every master at once to take (or extend) the key.
+// It is won when a majority, N/2 + 1, said yes while time is left:
+//   validity = ttl - (now - start) - drift,  drift = ttl * drift_factor + 2 ms
+// with `start` read before the first command was sent. It is lost as soon as
+// so many masters said no, failed or timed out that a majority is out of
+// reach, or when the validity is gone. Either way the decision is taken the
+// moment it is known; answers that come later are still recorded, and a
+// late yes in a lost round tells the shell to release that master again.
+#pragma once
+
+#include <dlock/config.hpp>
+#include <dlock/redis/detail/redlock_options.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace dlock::redis::detail {
+
+using redlock_clock = std::chrono::steady_clock;
+
+/// What one master answered in one round.
+enum class master_outcome : unsigned char {
+  pending,       ///< no answer yet
+  ok,            ///< the key was free and is now ours
+  already_ours,  ///< the key already held our token (a late leftover); its TTL was refreshed
+  taken,         ///< the key holds another token
+  failed,        ///< connection or server error
+  timed_out,     ///< no answer within the per-master timeout
+};
+const char* to_string(master_outcome outcome) noexcept;
+
+enum class round_state : unsigned char { pending, acquired, failed };
+
+/// drift = ttl * drift_factor + 2 ms (node-redlock's and redis++'s rule).
+std::chrono::milliseconds redlock_drift(std::chrono::milliseconds ttl, double drift_factor) noexcept;
+
+/// Time left on a lock whose TTL was set by commands sent at `start`.
+std::chrono::milliseconds redlock_validity(std::chrono::milliseconds ttl, double drift_factor,
+                                           redlock_clock::time_point start,
+                                           redlock_clock::time_point now) noexcept;
+
+class redlock_round {
+ public:
+  redlock_round(std::size_t masters, std::chrono::milliseconds ttl, double drift_factor,
+                redlock_clock::time_point start);
+
+  /// Records master `index`'s answer, received at `now`. Returns the state
+  /// after it. An answer after the decision never changes the decision.
+  round_state record(std::size_t index, master_outcome outcome, redlock_clock::time_point now);
+  /// The per-master timeout passed at `now`: every pending master timed out.
+  round_state time_out_pending(redlock_clock::time_point now);
+
+  round_state state() const noexcept { return state_; }
+  bool decided() const noexcept { return state_ != round_state::pending; }
+  std::size_t masters() const noexcept { return outcomes_.size(); }
+  std::size_t quorum() const noexcept { return outcomes_.size() / 2 + 1; }
+  std::size_t count(master_outcome outcome) const noexcept;
+  std::size_t ours() const noexcept;  ///< ok + already_ours
+  bool all_answered() const noexcept { return count(master_outcome::pending) == 0; }
+
+  redlock_clock::time_point start() const noexcept { return start_; }
+  std::chrono::milliseconds drift() const noexcept { return drift_; }
+  /// ttl - (now - start) - drift; zero or negative once expired.
+  std::chrono::milliseconds validity(redlock_clock::time_point now) const noexcept;
+  /// Validity at the moment of the decision (for logs and the caller).
+  std::chrono::milliseconds validity_at_decision() const noexcept { return validity_at_decision_; }
+
+  /// Why the round failed: `taken` when at least as many masters were held by
+  /// others as failed or timed out; `no_quorum` otherwise; `expired` when a
+  /// majority said yes but no validity was left. Empty unless failed.
+  error_code failure() const noexcept { return failure_; }
+
+  /// A failed round is cleaned up on every master: the ones that said yes,
+  /// and also the failed, timed out and pending ones, since their SET may
+  /// have landed without an answer reaching us.
+  bool release_all() const noexcept { return state_ == round_state::failed; }
+  /// True when master `index` said yes after the round had already failed:
+  /// its key may have been set after the cleanup, so release it again.
+  bool needs_late_release(std::size_t index) const noexcept;
+
+  master_outcome outcome(std::size_t index) const noexcept { return outcomes_[index]; }
+  /// "ok taken timed_out ..." in master order, for logs and error messages.
+  std::string describe() const;
+
+ private:
+  void decide(redlock_clock::time_point now);
+
+  std::vector<master_outcome> outcomes_;
+  std::vector<bool> late_;
+  std::chrono::milliseconds ttl_;
+  std::chrono::milliseconds drift_;
+  redlock_clock::time_point start_;
+  std::chrono::milliseconds validity_at_decision_{0};
+  round_state state_ = round_state::pending;
+  error_code failure_;
+};
+
+/// When to try again after a failed attempt, and when to give up.
+class redlock_retry {
+ public:
+  redlock_retry(const redlock_options& options, redlock_clock::time_point start) noexcept;
+
+  /// After a failed attempt, at `now`: the pause before the next attempt, or
+  /// nothing when the retries or the wait limit ran out. `random` is uniform
+  /// in [0, 1) and picks the jitter.
+  std::optional<std::chrono::milliseconds> next(redlock_clock::time_point now, double random) noexcept;
+  int attempts() const noexcept { return attempts_; }
+
+ private:
+  int retry_count_;
+  std::chrono::milliseconds delay_;
+  std::chrono::milliseconds jitter_;
+  std::optional<redlock_clock::time_point> deadline_;
+  int attempts_ = 1;  // the first attempt has been made when next() is asked
+};
+
+}  // namespace dlock::redis::detail

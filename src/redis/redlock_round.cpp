@@ -1,0 +1,159 @@
+#include <dlock/redis/detail/redlock_round.hpp>
+
+#include <dlock/error.hpp>
+
+#include <algorithm>
+#include <cmath>
+
+namespace dlock::redis::detail {
+
+using std::chrono::milliseconds;
+
+std::string_view redlock_invalid_reason(const redlock_options& options, std::size_t masters,
+                                        std::string_view key) noexcept {
+  if (masters == 0) return "redlock: at least one master is needed";
+  if (key.empty()) return "redlock: the key must not be empty";
+  if (options.ttl <= milliseconds::zero()) return "redlock: ttl must be positive";
+  if (!(options.drift_factor >= 0.0 && options.drift_factor < 1.0))
+    return "redlock: drift_factor must be in [0, 1)";
+  if (options.master_timeout <= milliseconds::zero())
+    return "redlock: master_timeout must be positive";
+  if (options.master_timeout >= options.ttl)
+    return "redlock: master_timeout must be smaller than ttl";
+  if (options.retry_count < -1) return "redlock: retry_count must be -1 (unlimited) or more";
+  if (options.retry_count == -1 && options.wait_limit <= milliseconds::zero())
+    return "redlock: unlimited retries need a wait_limit";
+  if (options.retry_delay < milliseconds::zero() || options.retry_jitter < milliseconds::zero())
+    return "redlock: retry_delay and retry_jitter must not be negative";
+  if (options.wait_limit < milliseconds::zero()) return "redlock: wait_limit must not be negative";
+  if (options.auto_extend && !(options.extend_fraction > 0.0 && options.extend_fraction < 1.0))
+    return "redlock: extend_fraction must be in (0, 1)";
+  if (options.max_hold < milliseconds::zero()) return "redlock: max_hold must not be negative";
+  return {};
+}
+
+const char* to_string(master_outcome outcome) noexcept {
+  switch (outcome) {
+    case master_outcome::pending: return "pending";
+    case master_outcome::ok: return "ok";
+    case master_outcome::already_ours: return "already_ours";
+    case master_outcome::taken: return "taken";
+    case master_outcome::failed: return "failed";
+    case master_outcome::timed_out: return "timed_out";
+  }
+  return "?";
+}
+
+milliseconds redlock_drift(milliseconds ttl, double drift_factor) noexcept {
+  return milliseconds(std::llround(static_cast<double>(ttl.count()) * drift_factor)) + milliseconds(2);
+}
+
+milliseconds redlock_validity(milliseconds ttl, double drift_factor, redlock_clock::time_point start,
+                              redlock_clock::time_point now) noexcept {
+  // Round the elapsed time up: the validity must never be overstated.
+  auto elapsed = std::chrono::ceil<milliseconds>(now - start);
+  return ttl - elapsed - redlock_drift(ttl, drift_factor);
+}
+
+redlock_round::redlock_round(std::size_t masters, milliseconds ttl, double drift_factor,
+                             redlock_clock::time_point start)
+    : outcomes_(masters, master_outcome::pending),
+      late_(masters, false),
+      ttl_(ttl),
+      drift_(redlock_drift(ttl, drift_factor)),
+      start_(start) {}
+
+std::size_t redlock_round::count(master_outcome outcome) const noexcept {
+  return static_cast<std::size_t>(std::count(outcomes_.begin(), outcomes_.end(), outcome));
+}
+
+std::size_t redlock_round::ours() const noexcept {
+  return count(master_outcome::ok) + count(master_outcome::already_ours);
+}
+
+milliseconds redlock_round::validity(redlock_clock::time_point now) const noexcept {
+  auto elapsed = std::chrono::ceil<milliseconds>(now - start_);
+  return ttl_ - elapsed - drift_;
+}
+
+round_state redlock_round::record(std::size_t index, master_outcome outcome,
+                                  redlock_clock::time_point now) {
+  if (index >= outcomes_.size() || outcome == master_outcome::pending) return state_;
+  // A master answers once; a reply after its timeout was recorded is still
+  // worth knowing when it says the key is ours (it must be released).
+  auto& slot = outcomes_[index];
+  bool was_timed_out = slot == master_outcome::timed_out;
+  if (slot != master_outcome::pending && !was_timed_out) return state_;
+  if (was_timed_out && outcome != master_outcome::ok && outcome != master_outcome::already_ours)
+    return state_;
+  slot = outcome;
+  if (decided()) {
+    late_[index] = true;
+    return state_;
+  }
+  decide(now);
+  return state_;
+}
+
+round_state redlock_round::time_out_pending(redlock_clock::time_point now) {
+  for (auto& slot : outcomes_)
+    if (slot == master_outcome::pending) slot = master_outcome::timed_out;
+  if (!decided()) decide(now);
+  return state_;
+}
+
+void redlock_round::decide(redlock_clock::time_point now) {
+  auto fail = [&](dlock::error why) {
+    state_ = round_state::failed;
+    failure_ = make_error_code(why);
+    validity_at_decision_ = validity(now);
+  };
+  auto left = validity(now);
+  if (ours() >= quorum()) {
+    if (left > milliseconds::zero()) {
+      state_ = round_state::acquired;
+      validity_at_decision_ = left;
+    } else {
+      fail(dlock::error::expired);
+    }
+    return;
+  }
+  std::size_t taken = count(master_outcome::taken);
+  std::size_t broken = count(master_outcome::failed) + count(master_outcome::timed_out);
+  if (ours() + count(master_outcome::pending) < quorum())
+    fail(taken >= broken ? dlock::error::taken : dlock::error::no_quorum);
+  else if (left <= milliseconds::zero())
+    fail(dlock::error::expired);
+}
+
+bool redlock_round::needs_late_release(std::size_t index) const noexcept {
+  if (index >= outcomes_.size() || state_ != round_state::failed || !late_[index]) return false;
+  return outcomes_[index] == master_outcome::ok || outcomes_[index] == master_outcome::already_ours;
+}
+
+std::string redlock_round::describe() const {
+  std::string text;
+  for (auto outcome : outcomes_) {
+    if (!text.empty()) text += ' ';
+    text += to_string(outcome);
+  }
+  return text;
+}
+
+redlock_retry::redlock_retry(const redlock_options& options, redlock_clock::time_point start) noexcept
+    : retry_count_(options.retry_count), delay_(options.retry_delay), jitter_(options.retry_jitter) {
+  if (options.wait_limit > milliseconds::zero()) deadline_ = start + options.wait_limit;
+}
+
+std::optional<milliseconds> redlock_retry::next(redlock_clock::time_point now, double random) noexcept {
+  if (retry_count_ >= 0 && attempts_ > retry_count_) return std::nullopt;
+  random = std::clamp(random, 0.0, 1.0);
+  auto offset = std::llround((2.0 * random - 1.0) * static_cast<double>(jitter_.count()));
+  auto pause = std::max(milliseconds::zero(), delay_ + milliseconds(offset));
+  // An attempt that would start after the wait limit could not finish within it.
+  if (deadline_ && now + pause >= *deadline_) return std::nullopt;
+  ++attempts_;
+  return pause;
+}
+
+}  // namespace dlock::redis::detail

@@ -1,0 +1,236 @@
+// The Redlock round and retry policy, without any server.
+#include <dlock/error.hpp>
+#include <dlock/redis/detail/redlock_round.hpp>
+
+#include <boost/test/unit_test.hpp>
+
+#include <cmath>
+
+using namespace std::chrono_literals;
+using dlock::redis::redlock_options;
+using dlock::redis::detail::master_outcome;
+using dlock::redis::detail::redlock_clock;
+using dlock::redis::detail::redlock_invalid_reason;
+using dlock::redis::detail::redlock_retry;
+using dlock::redis::detail::redlock_round;
+using dlock::redis::detail::round_state;
+
+namespace {
+
+const redlock_clock::time_point t0{std::chrono::seconds(1000)};
+
+redlock_round make_round(std::size_t masters, std::chrono::milliseconds ttl = 10'000ms) {
+  return redlock_round(masters, ttl, 0.01, t0);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(redlock_round_tests)
+
+BOOST_AUTO_TEST_CASE(drift_and_validity_follow_the_formula) {
+  auto round = make_round(5, 10'000ms);
+  BOOST_TEST(round.drift().count() == 102);  // 10 s * 0.01 + 2 ms
+  BOOST_TEST(round.quorum() == 3u);
+  BOOST_TEST(round.validity(t0 + 30ms).count() == 10'000 - 30 - 102);
+  // Elapsed time is rounded up, so validity is never overstated.
+  BOOST_TEST(round.validity(t0 + 30ms + 1us).count() == 10'000 - 31 - 102);
+  BOOST_TEST(dlock::redis::detail::redlock_drift(1000ms, 0.0).count() == 2);
+}
+
+BOOST_AUTO_TEST_CASE(majority_decides_without_waiting_for_the_rest) {
+  auto round = make_round(5);
+  BOOST_TEST((round.record(0, master_outcome::ok, t0 + 1ms) == round_state::pending));
+  BOOST_TEST((round.record(3, master_outcome::ok, t0 + 2ms) == round_state::pending));
+  BOOST_TEST((round.record(4, master_outcome::ok, t0 + 3ms) == round_state::acquired));
+  BOOST_TEST(round.count(master_outcome::pending) == 2u);
+  BOOST_TEST(round.validity_at_decision().count() == 10'000 - 3 - 102);
+  BOOST_TEST(!round.failure());
+  BOOST_TEST(!round.release_all());
+  // Late answers change nothing, and a late yes of a won round needs no extra release.
+  BOOST_TEST((round.record(1, master_outcome::ok, t0 + 40ms) == round_state::acquired));
+  BOOST_TEST(!round.needs_late_release(1));
+  BOOST_TEST((round.time_out_pending(t0 + 50ms) == round_state::acquired));
+  BOOST_TEST((round.outcome(2) == master_outcome::timed_out));
+  BOOST_TEST(round.describe() == "ok ok timed_out ok ok");
+}
+
+BOOST_AUTO_TEST_CASE(already_ours_counts_as_ours) {
+  auto round = make_round(3);
+  round.record(0, master_outcome::already_ours, t0 + 1ms);
+  BOOST_TEST((round.record(1, master_outcome::ok, t0 + 1ms) == round_state::acquired));
+  BOOST_TEST(round.ours() == 2u);
+}
+
+BOOST_AUTO_TEST_CASE(majority_taken_fails_early_with_taken) {
+  auto round = make_round(5);
+  round.record(0, master_outcome::taken, t0 + 1ms);
+  round.record(1, master_outcome::ok, t0 + 1ms);
+  BOOST_TEST((round.record(2, master_outcome::taken, t0 + 1ms) == round_state::pending));
+  // Two ours + two pending could still make three: not decided until the third no.
+  BOOST_TEST((round.record(3, master_outcome::taken, t0 + 2ms) == round_state::failed));
+  BOOST_TEST((round.failure() == dlock::error::taken));
+  BOOST_TEST(round.release_all());
+  BOOST_TEST(round.count(master_outcome::pending) == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(too_many_failures_is_no_quorum) {
+  auto round = make_round(5);
+  round.record(0, master_outcome::failed, t0 + 1ms);
+  round.record(1, master_outcome::ok, t0 + 1ms);
+  round.record(2, master_outcome::taken, t0 + 1ms);
+  BOOST_TEST((round.record(3, master_outcome::failed, t0 + 1ms) == round_state::failed));
+  BOOST_TEST((round.failure() == dlock::error::no_quorum));
+  BOOST_TEST(round.release_all());
+}
+
+BOOST_AUTO_TEST_CASE(timeouts_decide_no_quorum_and_late_yes_is_released) {
+  auto round = make_round(5);
+  round.record(0, master_outcome::ok, t0 + 1ms);
+  round.record(1, master_outcome::ok, t0 + 1ms);
+  BOOST_TEST((round.time_out_pending(t0 + 50ms) == round_state::failed));
+  BOOST_TEST((round.failure() == dlock::error::no_quorum));
+  BOOST_TEST(round.describe() == "ok ok timed_out timed_out timed_out");
+  // The SET on master 3 landed after all: the round stays failed, and that key must go.
+  BOOST_TEST((round.record(3, master_outcome::ok, t0 + 80ms) == round_state::failed));
+  BOOST_TEST(round.needs_late_release(3));
+  // A late no on a timed-out master changes nothing.
+  round.record(4, master_outcome::taken, t0 + 81ms);
+  BOOST_TEST((round.outcome(4) == master_outcome::timed_out));
+  BOOST_TEST(!round.needs_late_release(4));
+  // Answers before the decision are not late.
+  BOOST_TEST(!round.needs_late_release(0));
+}
+
+BOOST_AUTO_TEST_CASE(late_yes_after_a_taken_decision_is_released) {
+  auto round = make_round(3);
+  round.record(0, master_outcome::taken, t0 + 1ms);
+  BOOST_TEST((round.record(1, master_outcome::taken, t0 + 1ms) == round_state::failed));
+  round.record(2, master_outcome::already_ours, t0 + 2ms);
+  BOOST_TEST(round.needs_late_release(2));
+  BOOST_TEST(!round.needs_late_release(7));  // out of range is harmless
+}
+
+BOOST_AUTO_TEST_CASE(majority_after_validity_ran_out_is_expired) {
+  auto round = make_round(3, 100ms);  // drift 3 ms
+  round.record(0, master_outcome::ok, t0 + 10ms);
+  BOOST_TEST((round.record(1, master_outcome::ok, t0 + 97ms) == round_state::failed));
+  BOOST_TEST((round.failure() == dlock::error::expired));
+  BOOST_TEST(round.release_all());
+}
+
+BOOST_AUTO_TEST_CASE(validity_running_out_while_waiting_is_expired) {
+  auto round = make_round(3, 100ms);
+  BOOST_TEST((round.record(0, master_outcome::ok, t0 + 98ms) == round_state::failed));
+  BOOST_TEST((round.failure() == dlock::error::expired));
+}
+
+BOOST_AUTO_TEST_CASE(one_master_behaves_like_a_single_lock) {
+  auto won = make_round(1);
+  BOOST_TEST(won.quorum() == 1u);
+  BOOST_TEST((won.record(0, master_outcome::ok, t0 + 1ms) == round_state::acquired));
+  auto lost = make_round(1);
+  BOOST_TEST((lost.record(0, master_outcome::taken, t0 + 1ms) == round_state::failed));
+  BOOST_TEST((lost.failure() == dlock::error::taken));
+  auto broken = make_round(1);
+  BOOST_TEST((broken.record(0, master_outcome::failed, t0 + 1ms) == round_state::failed));
+  BOOST_TEST((broken.failure() == dlock::error::no_quorum));
+}
+
+BOOST_AUTO_TEST_CASE(even_masters_need_more_than_half) {
+  auto round = make_round(4);
+  BOOST_TEST(round.quorum() == 3u);
+  round.record(0, master_outcome::ok, t0 + 1ms);
+  BOOST_TEST((round.record(1, master_outcome::ok, t0 + 1ms) == round_state::pending));
+  BOOST_TEST((round.record(2, master_outcome::taken, t0 + 1ms) == round_state::pending));
+  BOOST_TEST((round.record(3, master_outcome::taken, t0 + 1ms) == round_state::failed));
+  BOOST_TEST((round.failure() == dlock::error::taken));  // two held by others vs none broken
+  auto two = make_round(2);
+  two.record(0, master_outcome::ok, t0 + 1ms);
+  BOOST_TEST((two.record(1, master_outcome::timed_out, t0 + 1ms) == round_state::failed));
+  BOOST_TEST((two.failure() == dlock::error::no_quorum));
+}
+
+BOOST_AUTO_TEST_CASE(a_master_answers_once) {
+  auto round = make_round(3);
+  round.record(0, master_outcome::taken, t0 + 1ms);
+  round.record(0, master_outcome::ok, t0 + 2ms);  // ignored: not pending, not timed out
+  BOOST_TEST((round.outcome(0) == master_outcome::taken));
+  round.record(1, master_outcome::pending, t0 + 2ms);  // not an answer
+  BOOST_TEST((round.outcome(1) == master_outcome::pending));
+  round.record(9, master_outcome::ok, t0 + 2ms);  // out of range
+  BOOST_TEST(round.ours() == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(options_are_validated) {
+  redlock_options good;
+  BOOST_TEST(redlock_invalid_reason(good, 5, "k").empty());
+  BOOST_TEST(!redlock_invalid_reason(good, 0, "k").empty());
+  BOOST_TEST(!redlock_invalid_reason(good, 5, "").empty());
+  auto bad = good;
+  bad.ttl = 0ms;
+  BOOST_TEST(!redlock_invalid_reason(bad, 5, "k").empty());
+  bad = good;
+  bad.ttl = -5ms;
+  BOOST_TEST(!redlock_invalid_reason(bad, 5, "k").empty());
+  bad = good;
+  bad.drift_factor = 1.0;
+  BOOST_TEST(!redlock_invalid_reason(bad, 5, "k").empty());
+  bad.drift_factor = -0.1;
+  BOOST_TEST(!redlock_invalid_reason(bad, 5, "k").empty());
+  bad.drift_factor = std::nan("");
+  BOOST_TEST(!redlock_invalid_reason(bad, 5, "k").empty());
+  bad = good;
+  bad.master_timeout = good.ttl;
+  BOOST_TEST(!redlock_invalid_reason(bad, 5, "k").empty());
+  bad = good;
+  bad.master_timeout = 0ms;
+  BOOST_TEST(!redlock_invalid_reason(bad, 5, "k").empty());
+  bad = good;
+  bad.retry_count = -1;
+  BOOST_TEST(!redlock_invalid_reason(bad, 5, "k").empty());
+  bad.wait_limit = 1000ms;
+  BOOST_TEST(redlock_invalid_reason(bad, 5, "k").empty());
+  bad = good;
+  bad.retry_jitter = -1ms;
+  BOOST_TEST(!redlock_invalid_reason(bad, 5, "k").empty());
+  bad = good;
+  bad.auto_extend = true;
+  bad.extend_fraction = 1.0;
+  BOOST_TEST(!redlock_invalid_reason(bad, 5, "k").empty());
+  BOOST_TEST(redlock_invalid_reason(good, 4, "k").empty());  // even N is allowed
+}
+
+BOOST_AUTO_TEST_CASE(retry_counts_attempts_and_adds_jitter) {
+  redlock_options options;  // 10 retries, 200 ms +/- 100 ms
+  redlock_retry retry(options, t0);
+  BOOST_TEST(retry.next(t0, 0.0)->count() == 100);
+  BOOST_TEST(retry.next(t0, 0.5)->count() == 200);
+  BOOST_TEST(retry.next(t0, 0.9999)->count() == 300);
+  for (int i = 0; i < 7; ++i) BOOST_TEST(retry.next(t0, 0.5).has_value());
+  BOOST_TEST(retry.attempts() == 11);
+  BOOST_TEST(!retry.next(t0, 0.5).has_value());  // 1 + 10 retries made
+}
+
+BOOST_AUTO_TEST_CASE(retry_stops_at_the_wait_limit) {
+  redlock_options options;
+  options.retry_count = -1;
+  options.wait_limit = 1000ms;
+  options.retry_jitter = 0ms;
+  redlock_retry retry(options, t0);
+  BOOST_TEST(retry.next(t0 + 700ms, 0.5).has_value());
+  BOOST_TEST(!retry.next(t0 + 800ms, 0.5).has_value());  // 800 + 200 reaches the limit
+}
+
+BOOST_AUTO_TEST_CASE(no_retries_means_one_attempt) {
+  redlock_options options;
+  options.retry_count = 0;
+  redlock_retry retry(options, t0);
+  BOOST_TEST(!retry.next(t0, 0.5).has_value());
+  options.retry_count = 1;
+  options.retry_delay = 10ms;
+  options.retry_jitter = 50ms;
+  redlock_retry clamped(options, t0);
+  BOOST_TEST(clamped.next(t0, 0.0)->count() == 0);  // a negative pause is clamped to zero
+}
+
+BOOST_AUTO_TEST_SUITE_END()
