@@ -1,0 +1,73 @@
+// A Redis command, encoded as a RESP array of bulk strings (binary safe).
+#pragma once
+
+#include <charconv>
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+namespace dlock::redis {
+
+/// Arguments are encoded as they are added; the header is prepended by
+/// `encoded()`. Strings may hold any bytes (NUL, CR, LF).
+///
+///   command{"SET", key, token, "NX", "PX"}.arg(ttl_ms)
+class command {
+ public:
+  command() = default;
+  command(std::initializer_list<std::string_view> args) {
+    for (auto a : args) arg(a);
+  }
+  explicit command(const std::vector<std::string>& args) {
+    for (const auto& a : args) arg(a);
+  }
+
+  command& arg(std::string_view a) {
+    body_ += '$';
+    append_number(static_cast<std::int64_t>(a.size()));
+    body_ += "\r\n";
+    body_.append(a.data(), a.size());
+    body_ += "\r\n";
+    ++count_;
+    return *this;
+  }
+  command& arg(const char* a) { return arg(std::string_view(a)); }
+  command& arg(const std::string& a) { return arg(std::string_view(a)); }
+  template <class Int, std::enable_if_t<std::is_integral_v<Int>, int> = 0>
+  command& arg(Int v) {
+    char digits[24];
+    auto end = std::to_chars(digits, digits + sizeof digits, v).ptr;
+    return arg(std::string_view(digits, static_cast<std::size_t>(end - digits)));
+  }
+
+  std::size_t size() const noexcept { return count_; }
+  bool empty() const noexcept { return count_ == 0; }
+
+  /// The full RESP encoding ("*N\r\n" + arguments).
+  std::string encoded() const {
+    std::string out;
+    out.reserve(body_.size() + 16);
+    out += '*';
+    out += std::to_string(count_);
+    out += "\r\n";
+    out += body_;
+    return out;
+  }
+  /// The arguments alone, without the array header.
+  const std::string& body() const noexcept { return body_; }
+
+ private:
+  void append_number(std::int64_t v) {
+    char digits[24];
+    auto end = std::to_chars(digits, digits + sizeof digits, v).ptr;
+    body_.append(digits, static_cast<std::size_t>(end - digits));
+  }
+
+  std::string body_;
+  std::size_t count_ = 0;
+};
+
+}  // namespace dlock::redis

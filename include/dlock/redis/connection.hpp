@@ -1,0 +1,163 @@
+// A Redis connection shared by many coroutines, with automatic pipelining.
+#pragma once
+
+#include <dlock/config.hpp>
+#include <dlock/redis/command.hpp>
+#include <dlock/redis/error.hpp>
+#include <dlock/redis/options.hpp>
+#include <dlock/redis/reply.hpp>
+#include <dlock/redis/script.hpp>
+
+#include <boost/asio/any_completion_handler.hpp>
+#include <boost/asio/async_result.hpp>
+
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace dlock::redis {
+
+namespace detail {
+class connection_impl;
+}
+
+enum class connection_state : std::uint8_t {
+  disconnected,  ///< never connected, or waiting for the next reconnect attempt
+  connecting,    ///< resolving, connecting or in the handshake (AUTH, SELECT, SETNAME)
+  connected,     ///< commands are sent
+  closed,        ///< close() was called (or the loss was final): nothing more happens
+};
+
+/// Counters for tests and benchmarks.
+struct connection_stats {
+  std::uint64_t writes = 0;    ///< completed write_some calls (each one syscall)
+  std::uint64_t commands = 0;  ///< commands written
+  std::uint64_t replies = 0;   ///< replies read
+  std::uint64_t connects = 0;  ///< successful connects (handshake done)
+};
+
+/// Commands issued by any number of coroutines are queued; while one write is
+/// in flight the next ones wait and go out together in the following write.
+/// Replies are matched to commands in order by one reader loop.
+///
+/// Once `connect()` is called the connection stays up by itself: when it
+/// breaks, every pending command fails at once (`connection_lost`) and it
+/// reconnects with backoff until `close()`. Commands issued while it is not
+/// connected fail at once with `not_connected`.
+///
+/// Thread safety: all work runs on a strand made from the given executor;
+/// member functions may be called from any thread. Completions run on the
+/// handler's associated executor (by default the strand). Cancellation
+/// (terminal or partial) of `exec` abandons the command: if it was not yet
+/// written it is never sent, else its reply is read and dropped. Emit
+/// cancellation from the thread running the connection's executor.
+///
+/// The object is a handle: pending operations keep the internals alive;
+/// destroying the handle closes the connection.
+class connection {
+ public:
+  connection(asio::any_io_executor executor, options opts);
+  ~connection();
+  connection(connection&&) noexcept;
+  connection& operator=(connection&&) noexcept;
+
+  /// The connection's strand.
+  asio::any_io_executor get_executor() const noexcept;
+  const options& get_options() const noexcept;
+  connection_state state() const noexcept;
+  connection_stats stats() const noexcept;
+
+  /// Starts the connection (once; later calls join it) and completes when it
+  /// is connected, or with the error of the first attempt that fails
+  /// (refused, timed_out, auth_failed, ...); reconnect attempts go on in the
+  /// background. Signature `void(error_code)`.
+  template <class Token = default_token>
+  auto connect(Token&& token = {}) {
+    return asio::async_initiate<Token, void(error_code)>(
+        [this](auto handler) { start_connect(handler_type0(std::move(handler))); }, token);
+  }
+
+  /// Completes when the state is `s` (at once if it is), or with
+  /// `dlock::error::closed` if the connection closes first. Cancellable.
+  template <class Token = default_token>
+  auto wait_for(connection_state s, Token&& token = {}) {
+    return asio::async_initiate<Token, void(error_code)>(
+        [this](auto handler, connection_state target) {
+          start_wait(target, handler_type0(std::move(handler)));
+        },
+        token, s);
+  }
+
+  /// Sends one command. Signature `void(error_code, reply)`. An error reply
+  /// gives a redis::error (server_error, no_script, wrong_type, auth_failed,
+  /// busy) and the reply holding the server's message.
+  template <class Token = default_token>
+  auto exec(command cmd, Token&& token = {}) {
+    return asio::async_initiate<Token, void(error_code, reply)>(
+        [this](auto handler, command c) { start_exec(c.encoded(), nullptr, 0, handler_type(std::move(handler))); },
+        token, std::move(cmd));
+  }
+  template <class Token = default_token>
+  auto exec(const std::vector<std::string>& args, Token&& token = {}) {
+    return exec(command(args), std::forward<Token>(token));
+  }
+
+  /// Runs `s` by EVALSHA (EVAL on NOSCRIPT) with `keys` then `args`.
+  template <class Token = default_token>
+  auto eval(const script& s, std::initializer_list<std::string_view> keys,
+            std::initializer_list<std::string_view> args, Token&& token = {}) {
+    return eval(s, eval_tail(keys, args), std::forward<Token>(token));
+  }
+  template <class Token = default_token>
+  auto eval(const script& s, const std::vector<std::string>& keys,
+            const std::vector<std::string>& args, Token&& token = {}) {
+    return eval(s, eval_tail(keys, args), std::forward<Token>(token));
+  }
+  /// `tail` = numkeys, keys and args already encoded (see `eval_tail`).
+  template <class Token = default_token>
+  auto eval(const script& s, command tail, Token&& token = {}) {
+    return asio::async_initiate<Token, void(error_code, reply)>(
+        [this](auto handler, std::shared_ptr<const script::data> sd, command t) {
+          start_eval(std::move(sd), t, handler_type(std::move(handler)));
+        },
+        token, s.shared(), std::move(tail));
+  }
+
+  template <class Strings>
+  static command eval_tail(const Strings& keys, const Strings& args) {
+    command c;
+    c.arg(keys.size());
+    for (const auto& k : keys) c.arg(std::string_view(k));
+    for (const auto& a : args) c.arg(std::string_view(a));
+    return c;
+  }
+  static command eval_tail(std::initializer_list<std::string_view> keys,
+                           std::initializer_list<std::string_view> args) {
+    command c;
+    c.arg(keys.size());
+    for (auto k : keys) c.arg(k);
+    for (auto a : args) c.arg(a);
+    return c;
+  }
+
+  /// Stops reconnecting, fails pending commands with `dlock::error::closed`,
+  /// closes the socket. Idempotent.
+  void close();
+
+ private:
+  using handler_type = asio::any_completion_handler<void(error_code, reply)>;
+  using handler_type0 = asio::any_completion_handler<void(error_code)>;
+
+  void start_connect(handler_type0 handler);
+  void start_wait(connection_state target, handler_type0 handler);
+  void start_exec(std::string wire, std::shared_ptr<const script::data> fallback,
+                  std::size_t tail_offset, handler_type handler);
+  void start_eval(std::shared_ptr<const script::data> s, const command& tail, handler_type handler);
+
+  std::shared_ptr<detail::connection_impl> impl_;
+};
+
+}  // namespace dlock::redis

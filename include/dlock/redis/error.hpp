@@ -1,0 +1,32 @@
+// Failures of the Redis backend: the connection, the server, the protocol.
+// Lock outcomes (taken, not_owned, ...) use dlock::error.
+#pragma once
+
+#include <dlock/config.hpp>
+
+#include <type_traits>
+
+namespace dlock::redis {
+
+enum class error {
+  server_error = 1,   ///< the server answered with an error reply (message in the reply)
+  no_script,          ///< NOSCRIPT: the script is not in the server's cache
+  wrong_type,         ///< WRONGTYPE: the key holds another type
+  auth_failed,        ///< WRONGPASS / NOAUTH / NOPERM during the handshake or a command
+  busy,               ///< BUSY / LOADING / MASTERDOWN: the server cannot serve now
+  not_connected,      ///< issued while the connection is down (it reconnects on its own)
+  connection_lost,    ///< the connection broke before the reply arrived
+  timed_out,          ///< no reply within the per-command timeout (or connect timeout)
+  protocol_error,     ///< the byte stream is not valid RESP
+};
+
+const boost::system::error_category& error_category() noexcept;
+
+inline error_code make_error_code(error e) noexcept {
+  return error_code(static_cast<int>(e), error_category());
+}
+
+}  // namespace dlock::redis
+
+template <>
+struct boost::system::is_error_code_enum<dlock::redis::error> : std::true_type {};

@@ -1,0 +1,35 @@
+// How a Redis connection reaches and greets its server.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+namespace dlock::redis {
+
+struct options {
+  std::string host = "127.0.0.1";
+  std::uint16_t port = 6379;
+  /// AUTH: `username` empty means the default user (`AUTH password`);
+  /// `password` empty means no AUTH.
+  std::string username;
+  std::string password;
+  /// SELECT, skipped when 0.
+  int database = 0;
+  /// CLIENT SETNAME, skipped when empty.
+  std::string client_name;
+
+  /// Resolve + connect + handshake must finish within this.
+  std::chrono::milliseconds connect_timeout{2000};
+  /// A command with no reply after this completes with redis::error::timed_out
+  /// (its late reply is read and dropped). Zero: no timeout.
+  std::chrono::milliseconds command_timeout{2000};
+  /// After a loss, reconnect after a delay that doubles from min to max
+  /// (with jitter), reset after a successful connect.
+  std::chrono::milliseconds reconnect_min{50};
+  std::chrono::milliseconds reconnect_max{2000};
+  /// False: after the first loss the connection stays closed.
+  bool reconnect = true;
+};
+
+}  // namespace dlock::redis

@@ -1,0 +1,63 @@
+// One RESP2 reply: status, error, integer, bulk string, nil or array.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace dlock::redis {
+
+class reply {
+ public:
+  enum class kind : std::uint8_t { nil, status, error, integer, bulk, array };
+
+  reply() = default;
+  static reply make_nil() { return reply(); }
+  static reply make_status(std::string s) { return reply(kind::status, std::move(s)); }
+  static reply make_error(std::string s) { return reply(kind::error, std::move(s)); }
+  static reply make_bulk(std::string s) { return reply(kind::bulk, std::move(s)); }
+  static reply make_integer(std::int64_t v) {
+    reply r;
+    r.kind_ = kind::integer;
+    r.integer_ = v;
+    return r;
+  }
+  static reply make_array(std::vector<reply> items) {
+    reply r;
+    r.kind_ = kind::array;
+    r.elements_ = std::move(items);
+    return r;
+  }
+
+  kind type() const noexcept { return kind_; }
+  bool is_nil() const noexcept { return kind_ == kind::nil; }
+  bool is_status() const noexcept { return kind_ == kind::status; }
+  bool is_error() const noexcept { return kind_ == kind::error; }
+  bool is_integer() const noexcept { return kind_ == kind::integer; }
+  bool is_bulk() const noexcept { return kind_ == kind::bulk; }
+  bool is_array() const noexcept { return kind_ == kind::array; }
+
+  /// Integer replies; 0 for other kinds.
+  std::int64_t integer() const noexcept { return integer_; }
+  /// Bulk string, status text ("OK") or error message ("ERR ..."); empty otherwise.
+  std::string_view string() const noexcept { return text_; }
+  /// The same text, moved out.
+  std::string take_string() noexcept { return std::move(text_); }
+  /// Array elements; empty otherwise.
+  const std::vector<reply>& elements() const noexcept { return elements_; }
+  std::vector<reply>& elements() noexcept { return elements_; }
+
+  /// True for the status reply "OK".
+  bool is_ok() const noexcept { return kind_ == kind::status && text_ == "OK"; }
+
+ private:
+  reply(kind k, std::string s) : kind_(k), text_(std::move(s)) {}
+
+  kind kind_ = kind::nil;
+  std::int64_t integer_ = 0;
+  std::string text_;
+  std::vector<reply> elements_;
+};
+
+}  // namespace dlock::redis

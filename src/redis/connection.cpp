@@ -1,0 +1,464 @@
+#include "connection_impl.hpp"
+
+#include <dlock/error.hpp>
+#include <dlock/log.hpp>
+
+#include <boost/asio/append.hpp>
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/connect.hpp>
+#include <boost/asio/deferred.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/post.hpp>
+
+namespace dlock::redis {
+namespace detail {
+namespace {
+
+constexpr auto tuple_token = asio::as_tuple(asio::deferred);
+
+template <class Handler, class... Args>
+void post_completion(const asio::any_io_executor& fallback, Handler&& h, Args&&... args) {
+  // post() runs it on the handler's own associated executor (else `fallback`).
+  asio::post(fallback, asio::append(std::move(h), std::forward<Args>(args)...));
+}
+
+bool cancels(asio::cancellation_type t) {
+  return (t & (asio::cancellation_type::terminal | asio::cancellation_type::partial)) !=
+         asio::cancellation_type::none;
+}
+
+// EVAL form of an EVALSHA request: same array length and tail.
+std::string eval_form(const request& r) {
+  auto header_end = r.wire.find("\r\n") + 2;
+  std::string out;
+  out.reserve(r.wire.size() + r.script->source.size() + 16);
+  out.append(r.wire, 0, header_end);
+  out += "$4\r\nEVAL\r\n$";
+  out += std::to_string(r.script->source.size());
+  out += "\r\n";
+  out += r.script->source;
+  out += "\r\n";
+  out.append(r.wire, r.tail_offset, std::string::npos);
+  return out;
+}
+
+}  // namespace
+
+connection_impl::connection_impl(asio::any_io_executor executor, options opts)
+    : strand_(asio::make_strand(executor)),
+      opts_(std::move(opts)),
+      resolver_(strand_),
+      socket_(strand_),
+      deadline_timer_(strand_),
+      session_end_(strand_),
+      backoff_timer_(strand_),
+      connect_timer_(strand_),
+      random_(std::random_device{}()) {}
+
+// ---- commands ----
+
+void connection_impl::enqueue(request_ptr r) {
+  error_code refuse;
+  if (closed_) refuse = dlock::error::closed;
+  else if (r->internal ? !session_open_ : state_ != connection_state::connected)
+    refuse = error::not_connected;
+  if (refuse) return post_completion(strand_, std::move(r->handler), refuse, reply());
+
+  if (opts_.command_timeout.count() > 0) r->deadline = clock::now() + opts_.command_timeout;
+  r->slot = asio::get_associated_cancellation_slot(r->handler);
+  if (r->slot.is_connected()) {
+    r->slot.assign([weak = std::weak_ptr<request>(r),
+                    self = std::weak_ptr<connection_impl>(shared_from_this())](asio::cancellation_type t) {
+      auto req = weak.lock();
+      auto impl = self.lock();
+      if (!req || !impl || !req->handler || !cancels(t)) return;
+      // Abandoned: if unwritten it is skipped, else its reply is dropped.
+      impl->finish(*req, asio::error::operation_aborted, reply(), true);
+    });
+  }
+  queue_.push(std::move(r));
+  if (!writing_) start_write();
+}
+
+void connection_impl::start_write() {
+  batch_.clear();
+  std::size_t n = queue_.stage(batch_, [](const request_ptr& r) { return !r->handler; });
+  if (n == 0) return;
+  out_.clear();
+  out_written_ = 0;
+  for (auto& r : batch_) out_ += r->use_eval ? r->eval_wire : r->wire;
+  batch_.clear();
+  stats_.commands += n;
+  writing_ = true;
+  do_write();
+}
+
+void connection_impl::do_write() {
+  socket_.async_write_some(
+      asio::buffer(out_.data() + out_written_, out_.size() - out_written_),
+      [self = shared_from_this(), session = session_](error_code ec, std::size_t n) {
+        self->on_write(session, ec, n);
+      });
+}
+
+void connection_impl::on_write(std::uint64_t session, error_code ec, std::size_t n) {
+  if (session != session_ || !session_open_) return;
+  ++stats_.writes;
+  if (ec) return lose(error::connection_lost);
+  out_written_ += n;
+  if (out_written_ < out_.size()) return do_write();
+  writing_ = false;
+  if (queue_.has_waiting()) start_write();
+}
+
+void connection_impl::start_read() {
+  socket_.async_read_some(asio::buffer(in_), [self = shared_from_this(), session = session_](
+                                                 error_code ec, std::size_t n) {
+    self->on_read(session, ec, n);
+  });
+}
+
+void connection_impl::on_read(std::uint64_t session, error_code ec, std::size_t n) {
+  if (session != session_ || !session_open_) return;
+  if (ec) return lose(error::connection_lost);
+  parser_.feed(in_.data(), n);
+  for (;;) {
+    reply r;
+    auto result = parser_.next(r);
+    if (result == reply_parser::result::none) break;
+    if (result == reply_parser::result::protocol_error) return lose(error::protocol_error);
+    on_reply(std::move(r));
+    if (session != session_) return;  // on_reply lost the session
+  }
+  start_read();
+}
+
+void connection_impl::on_reply(reply r) {
+  request_ptr req = queue_.pop_answered();
+  if (!req) return lose(error::protocol_error);  // a reply nobody asked for
+  ++stats_.replies;
+  if (!req->handler) return;  // abandoned: dropped, the stream stays in sync
+  error_code ec;
+  if (r.is_error()) {
+    auto kind = classify_error(r.string());
+    if (kind == error::no_script && req->script && !req->use_eval) {
+      req->eval_wire = eval_form(*req);
+      req->use_eval = true;
+      queue_.push(std::move(req));
+      if (!writing_) start_write();
+      return;
+    }
+    ec = kind;
+  }
+  finish(*req, ec, std::move(r));
+}
+
+void connection_impl::finish(request& r, error_code ec, reply value, bool from_slot) {
+  if (!from_slot && r.slot.is_connected()) r.slot.clear();
+  r.slot = {};
+  post_completion(strand_, std::move(r.handler), ec, std::move(value));
+  r.handler = handler_type();
+}
+
+// ---- deadlines: one timer for all commands ----
+// Commands are queued in order with the same timeout, so deadlines rise along
+// the queue: the timer sleeps until the oldest live one. When idle it wakes
+// once per timeout, which is soon enough to catch any command issued since.
+
+void connection_impl::arm_deadline_timer() {
+  if (opts_.command_timeout.count() <= 0 || closed_) return;
+  auto next = clock::now() + opts_.command_timeout;
+  queue_.visit([&](const request_ptr& r) {
+    if (!r->handler) return true;
+    next = std::min(next, r->deadline);
+    return false;
+  });
+  deadline_timer_.expires_at(next);
+  deadline_timer_.async_wait([self = shared_from_this()](error_code ec) {
+    if (ec || self->closed_) return;
+    self->check_deadlines();
+    self->arm_deadline_timer();
+  });
+}
+
+void connection_impl::check_deadlines() {
+  auto now = clock::now();
+  queue_.visit([&](const request_ptr& r) {
+    if (!r->handler) return true;
+    if (r->deadline > now) return false;
+    finish(*r, error::timed_out, reply());
+    return true;
+  });
+}
+
+// ---- the session: connect, handshake, lose, reconnect ----
+
+void connection_impl::connect(handler_type0 handler) {
+  if (closed_) return post_completion(strand_, std::move(handler), error_code(dlock::error::closed));
+  if (state_ == connection_state::connected) return post_completion(strand_, std::move(handler), error_code());
+  add_waiter(connection_state::connected, true, std::move(handler));
+  if (running_) return;
+  running_ = true;
+  arm_deadline_timer();
+  asio::co_spawn(strand_, run(), asio::detached);
+}
+
+asio::awaitable<void> connection_impl::run() {
+  auto self = shared_from_this();  // alive until the loop ends
+  backoff_ = opts_.reconnect_min;
+  while (!closed_) {
+    set_state(connection_state::connecting);
+    error_code ec = co_await connect_once();
+    if (closed_) break;
+    if (!ec) {
+      ++stats_.connects;
+      backoff_ = opts_.reconnect_min;
+      set_state(connection_state::connected);
+      notify_connect({});
+      if (session_open_) {
+        session_end_.expires_at(clock::time_point::max());
+        co_await session_end_.async_wait(tuple_token);
+      }
+      if (closed_) break;
+      dlock::detail::log(dlock::log_level::warning, "dlock.redis: connection lost, reconnecting");
+    } else {
+      lose(ec);
+      notify_connect(ec);
+    }
+    if (closed_ || !opts_.reconnect) break;
+    set_state(connection_state::disconnected);
+    backoff_timer_.expires_after(next_backoff());
+    co_await backoff_timer_.async_wait(tuple_token);
+  }
+  close();
+}
+
+clock::duration connection_impl::next_backoff() {
+  // Full jitter on the upper half, so many clients do not reconnect in step.
+  auto current = std::chrono::duration_cast<std::chrono::milliseconds>(backoff_);
+  backoff_ = std::min<clock::duration>(backoff_ * 2, opts_.reconnect_max);
+  auto half = current.count() / 2;
+  std::uniform_int_distribution<long long> jitter(0, half > 0 ? half : 0);
+  return std::chrono::milliseconds(current.count() - half + jitter(random_));
+}
+
+asio::awaitable<error_code> connection_impl::connect_once() {
+  std::uint64_t attempt = ++attempt_;
+  connect_timed_out_ = false;
+  connect_timer_.expires_after(opts_.connect_timeout);
+  connect_timer_.async_wait([self = shared_from_this(), attempt](error_code ec) {
+    if (ec || self->attempt_ != attempt || self->state_ != connection_state::connecting) return;
+    self->connect_timed_out_ = true;
+    self->resolver_.cancel();
+    error_code ignored;
+    self->socket_.close(ignored);
+    self->lose(error::timed_out);
+  });
+
+  auto resolving = resolver_.async_resolve(opts_.host, std::to_string(opts_.port), tuple_token);
+  auto [resolve_ec, endpoints] = co_await std::move(resolving);
+  error_code ec = resolve_ec;
+  if (!ec) {
+    auto connecting = asio::async_connect(socket_, endpoints, tuple_token);
+    auto [connect_ec, endpoint] = co_await std::move(connecting);
+    ec = connect_ec;
+  }
+  if (!ec && !closed_) {
+    socket_.set_option(asio::ip::tcp::no_delay(true), ec);
+    session_open_ = true;
+    ++session_;
+    writing_ = false;
+    parser_.reset();
+    start_read();
+    ec = co_await handshake();
+  }
+  connect_timer_.cancel();
+  if (connect_timed_out_) ec = error::timed_out;
+  if (closed_) ec = dlock::error::closed;
+  co_return ec;
+}
+
+// The greeting commands, in order (built outside any co_await: g++ 12).
+static std::vector<command> greeting(const options& o) {
+  std::vector<command> out;
+  if (!o.password.empty()) {
+    command auth;
+    auth.arg(std::string_view("AUTH"));
+    if (!o.username.empty()) auth.arg(o.username);
+    auth.arg(o.password);
+    out.push_back(std::move(auth));
+  }
+  if (o.database != 0) {
+    command select;
+    select.arg(std::string_view("SELECT")).arg(o.database);
+    out.push_back(std::move(select));
+  }
+  if (!o.client_name.empty()) {
+    command setname;
+    setname.arg(std::string_view("CLIENT")).arg(std::string_view("SETNAME")).arg(o.client_name);
+    out.push_back(std::move(setname));
+  }
+  return out;
+}
+
+asio::awaitable<error_code> connection_impl::handshake() {
+  std::vector<command> commands = greeting(opts_);
+  for (auto& c : commands) {
+    error_code ec = co_await internal_exec(std::move(c));
+    if (ec) co_return ec;
+  }
+  co_return error_code();
+}
+
+asio::awaitable<error_code> connection_impl::internal_exec(command cmd) {
+  auto r = std::make_shared<request>();
+  r->internal = true;
+  r->wire = cmd.encoded();
+  auto self = shared_from_this();
+  auto op = asio::async_initiate<decltype(tuple_token), void(error_code, reply)>(
+      [self, r](auto handler) {
+        r->handler = handler_type(std::move(handler));
+        self->enqueue(r);
+      },
+      tuple_token);
+  auto [ec, value] = co_await std::move(op);
+  if (ec && value.is_error())
+    dlock::detail::log(dlock::log_level::error, "dlock.redis: handshake refused: " + std::string(value.string()));
+  co_return ec;
+}
+
+void connection_impl::lose(error_code why) {
+  if (!session_open_ && queue_.empty()) return;
+  session_open_ = false;
+  ++session_;
+  writing_ = false;
+  error_code ignored;
+  socket_.close(ignored);
+  parser_.reset();
+  queue_.drain([&](request_ptr& r) {
+    if (r->handler) finish(*r, why, reply());
+  });
+  session_end_.cancel();
+}
+
+void connection_impl::close() {
+  if (closed_) return;
+  closed_ = true;
+  lose(dlock::error::closed);
+  error_code ignored;
+  socket_.close(ignored);
+  resolver_.cancel();
+  deadline_timer_.cancel();
+  session_end_.cancel();
+  backoff_timer_.cancel();
+  connect_timer_.cancel();
+  set_state(connection_state::closed);
+}
+
+// ---- state waiters ----
+
+void connection_impl::wait_for(connection_state target, handler_type0 handler) {
+  if (state_ == target) return post_completion(strand_, std::move(handler), error_code());
+  if (closed_) return post_completion(strand_, std::move(handler), error_code(dlock::error::closed));
+  add_waiter(target, false, std::move(handler));
+}
+
+void connection_impl::add_waiter(connection_state target, bool connect, handler_type0 handler) {
+  auto slot = asio::get_associated_cancellation_slot(handler);
+  auto it = waiters_.insert(waiters_.end(), waiter{std::move(handler), slot, target, connect});
+  if (!slot.is_connected()) return;
+  waiter* id = &*it;
+  slot.assign([self = std::weak_ptr<connection_impl>(shared_from_this()), id](asio::cancellation_type t) {
+    auto impl = self.lock();
+    if (!impl || !cancels(t)) return;
+    for (auto i = impl->waiters_.begin(); i != impl->waiters_.end(); ++i)
+      if (&*i == id) return impl->complete_waiter(i, asio::error::operation_aborted, true);
+  });
+}
+
+void connection_impl::complete_waiter(std::list<waiter>::iterator it, error_code ec, bool from_slot) {
+  if (!from_slot && it->slot.is_connected()) it->slot.clear();
+  auto handler = std::move(it->handler);
+  waiters_.erase(it);
+  post_completion(strand_, std::move(handler), ec);
+}
+
+void connection_impl::set_state(connection_state s) {
+  state_ = s;
+  for (auto it = waiters_.begin(); it != waiters_.end();) {
+    auto next = std::next(it);
+    if (s == connection_state::closed) complete_waiter(it, it->target == s ? error_code() : dlock::error::closed);
+    else if (!it->connect && it->target == s) complete_waiter(it, {});
+    it = next;
+  }
+}
+
+void connection_impl::notify_connect(error_code ec) {
+  for (auto it = waiters_.begin(); it != waiters_.end();) {
+    auto next = std::next(it);
+    if (it->connect) complete_waiter(it, ec);
+    it = next;
+  }
+}
+
+}  // namespace detail
+
+// ---- the handle ----
+
+connection::connection(asio::any_io_executor executor, options opts)
+    : impl_(std::make_shared<detail::connection_impl>(std::move(executor), std::move(opts))) {}
+
+connection::~connection() { close(); }
+connection::connection(connection&&) noexcept = default;
+connection& connection::operator=(connection&& other) noexcept {
+  if (this != &other) {
+    close();
+    impl_ = std::move(other.impl_);
+  }
+  return *this;
+}
+
+asio::any_io_executor connection::get_executor() const noexcept { return impl_->executor(); }
+const options& connection::get_options() const noexcept { return impl_->opts(); }
+connection_state connection::state() const noexcept { return impl_->state(); }
+connection_stats connection::stats() const noexcept { return impl_->stats(); }
+
+void connection::close() {
+  if (!impl_) return;
+  asio::dispatch(impl_->executor(), [impl = impl_] { impl->close(); });
+}
+
+void connection::start_connect(handler_type0 handler) {
+  asio::dispatch(impl_->executor(),
+                 [impl = impl_, h = std::move(handler)]() mutable { impl->connect(std::move(h)); });
+}
+
+void connection::start_wait(connection_state target, handler_type0 handler) {
+  asio::dispatch(impl_->executor(), [impl = impl_, target, h = std::move(handler)]() mutable {
+    impl->wait_for(target, std::move(h));
+  });
+}
+
+void connection::start_exec(std::string wire, std::shared_ptr<const script::data> fallback,
+                            std::size_t tail_offset, handler_type handler) {
+  auto r = std::make_shared<detail::request>();
+  r->wire = std::move(wire);
+  r->script = std::move(fallback);
+  r->tail_offset = tail_offset;
+  r->handler = std::move(handler);
+  asio::dispatch(impl_->executor(), [impl = impl_, r = std::move(r)]() mutable { impl->enqueue(std::move(r)); });
+}
+
+void connection::start_eval(std::shared_ptr<const script::data> s, const command& tail, handler_type handler) {
+  command head{"EVALSHA"};
+  head.arg(s->sha1);
+  std::string wire = "*" + std::to_string(head.size() + tail.size()) + "\r\n";
+  wire += head.body();
+  std::size_t tail_offset = wire.size();
+  wire += tail.body();
+  start_exec(std::move(wire), std::move(s), tail_offset, std::move(handler));
+}
+
+}  // namespace dlock::redis

@@ -1,0 +1,111 @@
+// The connection's internals: one strand, one socket, one reader, one writer,
+// the pipelining queue, one timer for every command's deadline.
+#pragma once
+
+#include "reply_parser.hpp"
+
+#include <dlock/redis/connection.hpp>
+#include <dlock/redis/detail/request_queue.hpp>
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+
+#include <array>
+#include <chrono>
+#include <list>
+#include <memory>
+#include <random>
+
+namespace dlock::redis::detail {
+
+using clock = std::chrono::steady_clock;
+using handler_type = asio::any_completion_handler<void(error_code, reply)>;
+using handler_type0 = asio::any_completion_handler<void(error_code)>;
+
+struct request {
+  std::string wire;       // RESP bytes (EVALSHA form for scripts)
+  std::string eval_wire;  // EVAL form, built after a NOSCRIPT
+  std::shared_ptr<const redis::script::data> script;
+  std::size_t tail_offset = 0;  // where numkeys starts in `wire`
+  handler_type handler;         // empty once completed: the reply is then dropped
+  asio::cancellation_slot slot;
+  clock::time_point deadline = clock::time_point::max();
+  bool internal = false;  // handshake command, allowed while connecting
+  bool use_eval = false;
+};
+using request_ptr = std::shared_ptr<request>;
+
+class connection_impl : public std::enable_shared_from_this<connection_impl> {
+ public:
+  connection_impl(asio::any_io_executor executor, options opts);
+
+  asio::any_io_executor executor() const { return strand_; }
+  const options& opts() const { return opts_; }
+  connection_state state() const { return state_; }
+  connection_stats stats() const { return stats_; }
+
+  // Called on the strand.
+  void enqueue(request_ptr r);
+  void connect(handler_type0 handler);
+  void wait_for(connection_state target, handler_type0 handler);
+  void close();
+
+ private:
+  struct waiter {
+    handler_type0 handler;
+    asio::cancellation_slot slot;
+    connection_state target;
+    bool connect;  // completes on the next attempt's outcome
+  };
+
+  asio::awaitable<void> run();
+  asio::awaitable<error_code> connect_once();
+  asio::awaitable<error_code> handshake();
+  asio::awaitable<error_code> internal_exec(command cmd);
+  void start_write();
+  void do_write();
+  void on_write(std::uint64_t session, error_code ec, std::size_t n);
+  void start_read();
+  void on_read(std::uint64_t session, error_code ec, std::size_t n);
+  void on_reply(reply r);
+  void finish(request& r, error_code ec, reply value, bool from_slot = false);
+  void lose(error_code why);
+  void arm_deadline_timer();
+  void check_deadlines();
+  void set_state(connection_state s);
+  void add_waiter(connection_state target, bool connect, handler_type0 handler);
+  void complete_waiter(std::list<waiter>::iterator it, error_code ec, bool from_slot = false);
+  void notify_connect(error_code ec);
+  clock::duration next_backoff();
+
+  asio::strand<asio::any_io_executor> strand_;
+  options opts_;
+  asio::ip::tcp::resolver resolver_;
+  asio::ip::tcp::socket socket_;
+  asio::steady_timer deadline_timer_;
+  asio::steady_timer session_end_;  // a condvar: cancelled when the session ends
+  asio::steady_timer backoff_timer_;
+  asio::steady_timer connect_timer_;
+  reply_parser parser_;
+  request_queue<request_ptr> queue_;
+  std::vector<request_ptr> batch_;
+  std::string out_;  // the bytes of the write in flight
+  std::size_t out_written_ = 0;
+  std::array<char, 16384> in_{};
+  std::list<waiter> waiters_;
+  std::minstd_rand random_;
+  clock::duration backoff_{};
+  connection_stats stats_;
+  connection_state state_ = connection_state::disconnected;
+  std::uint64_t session_ = 0;  // bumped per session: late callbacks of old ones are ignored
+  std::uint64_t attempt_ = 0;
+  bool session_open_ = false;
+  bool writing_ = false;
+  bool running_ = false;
+  bool closed_ = false;
+  bool connect_timed_out_ = false;
+};
+
+}  // namespace dlock::redis::detail

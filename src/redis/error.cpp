@@ -1,0 +1,34 @@
+#include <dlock/redis/error.hpp>
+
+#include <string>
+
+namespace dlock::redis {
+namespace {
+
+class category final : public boost::system::error_category {
+ public:
+  const char* name() const noexcept override { return "dlock.redis"; }
+  std::string message(int value) const override {
+    switch (static_cast<error>(value)) {
+      case error::server_error: return "the server answered with an error";
+      case error::no_script: return "NOSCRIPT: the script is not cached on the server";
+      case error::wrong_type: return "WRONGTYPE: the key holds a value of another type";
+      case error::auth_failed: return "authentication failed (wrong user or password, or not permitted)";
+      case error::busy: return "the server is busy, loading or has no master";
+      case error::not_connected: return "the connection is not established (reconnecting)";
+      case error::connection_lost: return "the connection to the server was lost";
+      case error::timed_out: return "no answer from the server in time";
+      case error::protocol_error: return "the server's reply is not valid RESP";
+    }
+    return "unknown dlock.redis error " + std::to_string(value);
+  }
+};
+
+}  // namespace
+
+const boost::system::error_category& error_category() noexcept {
+  static const category instance;
+  return instance;
+}
+
+}  // namespace dlock::redis
