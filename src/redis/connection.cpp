@@ -60,26 +60,34 @@ connection_impl::connection_impl(asio::any_io_executor executor, options opts)
 // ---- commands ----
 
 void connection_impl::enqueue(request_ptr r) {
+  if (!r->handler) return;  // cancelled before it reached the strand
   error_code refuse;
   if (closed_) refuse = dlock::error::closed;
   else if (r->internal ? !session_open_ : state_ != connection_state::connected)
     refuse = error::not_connected;
-  if (refuse) return post_completion(strand_, std::move(r->handler), refuse, reply());
+  if (refuse) return finish(*r, refuse, reply());
 
   if (opts_.command_timeout.count() > 0) r->deadline = clock::now() + opts_.command_timeout;
-  r->slot = asio::get_associated_cancellation_slot(r->handler);
-  if (r->slot.is_connected()) {
-    r->slot.assign([weak = std::weak_ptr<request>(r),
-                    self = std::weak_ptr<connection_impl>(shared_from_this())](asio::cancellation_type t) {
+  queue_.push(std::move(r));
+  if (!writing_) start_write();
+}
+
+// Installed by the initiating function, so a cancellation emitted before the
+// request reaches the strand is not lost; the work itself runs on the strand.
+void connection_impl::bind_cancellation(const request_ptr& r) {
+  r->slot = asio::get_associated_cancellation_slot(*r->handler);
+  if (!r->slot.is_connected()) return;
+  r->slot.assign([weak = std::weak_ptr<request>(r), self = std::weak_ptr<connection_impl>(shared_from_this()),
+                  strand = strand_](asio::cancellation_type t) {
+    if (!cancels(t)) return;
+    asio::dispatch(strand, [weak, self] {
       auto req = weak.lock();
       auto impl = self.lock();
-      if (!req || !impl || !req->handler || !cancels(t)) return;
+      if (!req || !impl || !req->handler) return;
       // Abandoned: if unwritten it is skipped, else its reply is dropped.
       impl->finish(*req, asio::error::operation_aborted, reply(), true);
     });
-  }
-  queue_.push(std::move(r));
-  if (!writing_) start_write();
+  });
 }
 
 void connection_impl::start_write() {
@@ -158,8 +166,8 @@ void connection_impl::on_reply(reply r) {
 void connection_impl::finish(request& r, error_code ec, reply value, bool from_slot) {
   if (!from_slot && r.slot.is_connected()) r.slot.clear();
   r.slot = {};
-  post_completion(strand_, std::move(r.handler), ec, std::move(value));
-  r.handler = handler_type();
+  post_completion(strand_, std::move(*r.handler), ec, std::move(value));
+  r.handler.reset();
 }
 
 // ---- deadlines: one timer for all commands ----
@@ -319,7 +327,7 @@ asio::awaitable<error_code> connection_impl::internal_exec(command cmd) {
   auto self = shared_from_this();
   auto op = asio::async_initiate<decltype(tuple_token), void(error_code, reply)>(
       [self, r](auto handler) {
-        r->handler = handler_type(std::move(handler));
+        r->handler.emplace(std::move(handler));
         self->enqueue(r);
       },
       tuple_token);
@@ -447,7 +455,8 @@ void connection::start_exec(std::string wire, std::shared_ptr<const script::data
   r->wire = std::move(wire);
   r->script = std::move(fallback);
   r->tail_offset = tail_offset;
-  r->handler = std::move(handler);
+  r->handler.emplace(std::move(handler));
+  impl_->bind_cancellation(r);
   asio::dispatch(impl_->executor(), [impl = impl_, r = std::move(r)]() mutable { impl->enqueue(std::move(r)); });
 }
 

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <list>
 #include <memory>
+#include <optional>
 #include <random>
 
 namespace dlock::redis::detail {
@@ -29,7 +30,9 @@ struct request {
   std::string eval_wire;  // EVAL form, built after a NOSCRIPT
   std::shared_ptr<const redis::script::data> script;
   std::size_t tail_offset = 0;  // where numkeys starts in `wire`
-  handler_type handler;         // empty once completed: the reply is then dropped
+  // Empty once completed: the reply is then dropped. An optional because
+  // any_completion_handler's assignment is broken in Asio 1.81.
+  std::optional<handler_type> handler;
   asio::cancellation_slot slot;
   clock::time_point deadline = clock::time_point::max();
   bool internal = false;  // handshake command, allowed while connecting
@@ -48,6 +51,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
 
   // Called on the strand.
   void enqueue(request_ptr r);
+  void bind_cancellation(const request_ptr& r);  // any thread, at initiation
   void connect(handler_type0 handler);
   void wait_for(connection_state target, handler_type0 handler);
   void close();

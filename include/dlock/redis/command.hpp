@@ -21,6 +21,13 @@ class command {
   command(std::initializer_list<std::string_view> args) {
     for (auto a : args) arg(a);
   }
+  /// command("SET", key, value): no initializer_list, so it is safe inside
+  /// a co_await expression with g++ 12 (whose coroutines mishandle braced lists).
+  template <class... Args>
+  explicit command(std::string_view name, const Args&... args) {
+    arg(name);
+    (arg(args), ...);
+  }
   explicit command(const std::vector<std::string>& args) {
     for (const auto& a : args) arg(a);
   }

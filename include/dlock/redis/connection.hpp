@@ -11,6 +11,7 @@
 #include <boost/asio/any_completion_handler.hpp>
 #include <boost/asio/async_result.hpp>
 
+#include <concepts>
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
@@ -47,6 +48,10 @@ struct connection_stats {
 /// breaks, every pending command fails at once (`connection_lost`) and it
 /// reconnects with backoff until `close()`. Commands issued while it is not
 /// connected fail at once with `not_connected`.
+///
+/// With g++ 12, keep braced lists out of co_await expressions: write
+/// `auto op = conn.exec({"GET", k}); co_await std::move(op);` or
+/// `co_await conn.exec(command("GET", k));`.
 ///
 /// Thread safety: all work runs on a strand made from the given executor;
 /// member functions may be called from any thread. Completions run on the
@@ -100,8 +105,10 @@ class connection {
         [this](auto handler, command c) { start_exec(c.encoded(), nullptr, 0, handler_type(std::move(handler))); },
         token, std::move(cmd));
   }
-  template <class Token = default_token>
-  auto exec(const std::vector<std::string>& args, Token&& token = {}) {
+  /// The same with the arguments as strings.
+  template <class Args, class Token = default_token>
+    requires std::same_as<std::decay_t<Args>, std::vector<std::string>>
+  auto exec(const Args& args, Token&& token = {}) {
     return exec(command(args), std::forward<Token>(token));
   }
 
