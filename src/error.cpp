@@ -21,6 +21,9 @@ class category final : public boost::system::error_category {
       case error::expired: return "the lock's validity ran out before a majority answered";
       case error::closed: return "the client is closed";
       case error::empty: return "the queue is empty";
+      case error::removal_uncertain:
+        return "the item's removal reply was lost to a connection drop: this consumer or another may have "
+               "taken it (use the claim/ack mode where this matters)";
     }
     return "unknown dlock error " + std::to_string(value);
   }

@@ -21,6 +21,8 @@ enum class error {
   expired,               ///< Redlock: the validity ran out before a majority answered
   closed,                ///< the client or connection was closed
   empty,                 ///< the queue has no item
+  removal_uncertain,     ///< a queue item's removal reply was lost to a connection drop:
+                         ///< it may have been taken by this consumer or another
 };
 
 const boost::system::error_category& error_category() noexcept;
