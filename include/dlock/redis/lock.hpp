@@ -1,0 +1,117 @@
+// A lock on one Redis server: SET key token NX PX ttl, released and extended
+// only by the holder of the token.
+#pragma once
+
+#include <dlock/config.hpp>
+#include <dlock/error.hpp>
+#include <dlock/lock_loss.hpp>
+#include <dlock/redis/connection.hpp>
+
+#include <boost/asio/any_completion_handler.hpp>
+#include <boost/asio/async_result.hpp>
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+namespace dlock::redis {
+
+namespace detail {
+struct lock_state;
+}
+
+struct lock_options {
+  std::chrono::milliseconds ttl{10000};
+  /// lock(): keep trying this long, then fail with dlock::error::taken.
+  std::chrono::milliseconds wait{10000};
+  /// Delay between attempts: retry_delay +- retry_jitter (uniform).
+  std::chrono::milliseconds retry_delay{100};
+  std::chrono::milliseconds retry_jitter{50};
+  /// validity = ttl - (now - sent) - (ttl * drift_factor + drift_extra).
+  double drift_factor = 0.01;
+  std::chrono::milliseconds drift_extra{2};
+  /// While held, extend every ttl * extend_fraction (a watchdog, like
+  /// Redisson's); a failed extension, or validity running out first, is a loss.
+  bool auto_extend = false;
+  double extend_fraction = 1.0 / 3;
+  /// No extension beyond this total hold time (0: no cap); the lock then
+  /// expires by its TTL and the loss is told.
+  std::chrono::milliseconds max_hold{0};
+};
+
+/// The key holds the token as its plain value, as redis-py's `Lock`, redsync
+/// and node-redlock do, so they can share a lock with dlock. The token is 128
+/// random bits from getrandom(2), hex-encoded, fresh for every attempt.
+///
+/// Errors: dlock::error::taken (someone else holds it), not_owned (our token
+/// is gone: expired or taken over), not_held / already_held (this object's
+/// state), invalid_argument (empty key, ttl <= 0), else a redis::error or
+/// connection error (the backend failed; the outcome of an acquire that
+/// failed this way is undone by a best-effort delete).
+///
+/// Named acquire / try_acquire / release (a member cannot be called `lock`
+/// in class `lock`), like every dlock lock.
+///
+/// Runs on the connection's strand: call its members there (or from the one
+/// thread running the io_context). The connection must outlive the lock.
+/// Not reentrant. Destroying a held lock releases it in the background.
+class lock {
+ public:
+  lock(connection& conn, std::string key, lock_options opts = {});
+  ~lock();
+  lock(const lock&) = delete;
+  lock& operator=(const lock&) = delete;
+
+  /// Acquires, retrying with jitter until `wait` runs out. `void(error_code)`.
+  /// Cancellation (terminal) stops it and leaves no key behind.
+  template <class Token = default_token>
+  auto acquire(Token&& token = {}) {
+    return asio::async_initiate<Token, void(error_code)>(
+        [this](auto handler) { start_acquire(true, handler_type(std::move(handler))); }, token);
+  }
+  /// One attempt: dlock::error::taken at once if someone holds it.
+  template <class Token = default_token>
+  auto try_acquire(Token&& token = {}) {
+    return asio::async_initiate<Token, void(error_code)>(
+        [this](auto handler) { start_acquire(false, handler_type(std::move(handler))); }, token);
+  }
+  /// Deletes the key if it still holds our token (after stopping
+  /// auto-extension and waiting for an extension in flight). Not cancellable.
+  template <class Token = default_token>
+  auto release(Token&& token = {}) {
+    return asio::async_initiate<Token, void(error_code)>(
+        [this](auto handler) { start_release(handler_type(std::move(handler))); }, token);
+  }
+  /// Sets the key's expiry to `ttl` if it still holds our token.
+  template <class Token = default_token>
+  auto extend(std::chrono::milliseconds ttl, Token&& token = {}) {
+    return asio::async_initiate<Token, void(error_code)>(
+        [this](auto handler, std::chrono::milliseconds t) { start_extend(t, handler_type(std::move(handler))); },
+        token, ttl);
+  }
+
+  /// True from a successful acquire until release (even if lost meanwhile:
+  /// release is still the way out).
+  bool held() const noexcept;
+  /// Time left before the lock may expire on the server (0 when not held,
+  /// lost, or past the end).
+  std::chrono::milliseconds validity() const noexcept;
+  /// The current token ("" when never acquired).
+  const std::string& token() const noexcept;
+  const std::string& key() const noexcept;
+  const lock_options& options() const noexcept;
+  /// Told when the hold is lost (see dlock::lock_loss).
+  lock_loss& loss() noexcept;
+  /// Successful automatic extensions during the current hold.
+  std::uint64_t extensions() const noexcept;
+
+ private:
+  using handler_type = asio::any_completion_handler<void(error_code)>;
+  void start_acquire(bool retry, handler_type handler);
+  void start_release(handler_type handler);
+  void start_extend(std::chrono::milliseconds ttl, handler_type handler);
+
+  std::shared_ptr<detail::lock_state> state_;
+};
+
+}  // namespace dlock::redis

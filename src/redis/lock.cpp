@@ -1,0 +1,228 @@
+#include <dlock/redis/lock.hpp>
+
+#include <dlock/redis/detail/auto_extend.hpp>
+#include <dlock/redis/detail/lock_logic.hpp>
+#include <dlock/redis/detail/token.hpp>
+
+#include <boost/asio/append.hpp>
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/deferred.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include <random>
+
+namespace dlock::redis {
+namespace detail {
+namespace {
+
+constexpr auto tuple_token = asio::as_tuple(asio::deferred);
+
+// The scripts every Redis lock client uses (redis.io, redis-py, redsync).
+const script& unlock_script() {
+  static const script s(
+      "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end");
+  return s;
+}
+const script& extend_script() {
+  static const script s(
+      "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) "
+      "else return 0 end");
+  return s;
+}
+
+// An acquire whose SET may have been applied though we saw no reply.
+bool outcome_unknown(error_code ec) {
+  return ec == asio::error::operation_aborted || ec == redis::error::timed_out ||
+         ec == redis::error::connection_lost || ec == dlock::error::closed;
+}
+
+}  // namespace
+
+struct lock_state : std::enable_shared_from_this<lock_state> {
+  lock_state(connection& c, std::string k, lock_options o)
+      : conn(&c),
+        key(std::move(k)),
+        opts(o),
+        loss(c.get_executor()),
+        extender(c.get_executor(), loss),
+        random(std::random_device{}()) {}
+
+  std::chrono::microseconds drift_for(std::chrono::milliseconds ttl) const {
+    return detail::drift(ttl, opts.drift_factor, opts.drift_extra);
+  }
+  // Best effort, in the background: the compare-and-delete of `t`.
+  void delete_in_background(const std::string& t) {
+    conn->eval(unlock_script(), {key}, {t}, asio::detached);
+  }
+
+  connection* conn;
+  std::string key;
+  lock_options opts;
+  std::string token;
+  steady_time acquired{};
+  steady_time valid_until{};
+  bool held = false;
+  bool acquiring = false;
+  lock_loss loss;
+  auto_extender extender;  // after `loss`, which it refers to
+  std::minstd_rand random;
+};
+
+namespace {
+
+asio::awaitable<extend_outcome> extend_step(std::weak_ptr<lock_state> weak) {
+  auto s = weak.lock();
+  if (!s) co_return extend_outcome{dlock::error::closed, {}};
+  auto ttl = s->opts.ttl;
+  auto sent = steady_clock::now();
+  auto op = s->conn->eval(extend_script(), {s->key}, {s->token, std::to_string(ttl.count())}, tuple_token);
+  auto [ec, r] = co_await std::move(op);
+  if (!ec) ec = interpret_compare_script(r);
+  if (ec) co_return extend_outcome{ec, {}};
+  s->valid_until = detail::valid_until(sent, ttl, s->drift_for(ttl));
+  co_return extend_outcome{{}, s->valid_until};
+}
+
+void on_acquired(const std::shared_ptr<lock_state>& s, std::string token, steady_time sent) {
+  s->token = std::move(token);
+  s->held = true;
+  s->acquired = sent;
+  s->valid_until = valid_until(sent, s->opts.ttl, s->drift_for(s->opts.ttl));
+  s->loss.arm();
+  if (!s->opts.auto_extend) return;
+  auto_extend_settings settings{s->opts.ttl, s->opts.extend_fraction, s->opts.max_hold};
+  std::weak_ptr<lock_state> weak = s;
+  s->extender.start(settings, sent, s->valid_until, [weak] { return extend_step(weak); });
+}
+
+asio::awaitable<error_code> attempts(std::shared_ptr<lock_state> s, bool retry) {
+  auto give_up = steady_clock::now() + s->opts.wait;
+  asio::steady_timer pause(s->conn->get_executor());
+  for (;;) {
+    std::string token = make_token();  // fresh for every attempt
+    command set{"SET", s->key, token, "NX", "PX"};
+    set.arg(s->opts.ttl.count());
+    auto sent = steady_clock::now();
+    auto op = s->conn->exec(std::move(set), tuple_token);
+    auto [ec, r] = co_await std::move(op);
+    if (ec) {
+      if (outcome_unknown(ec)) s->delete_in_background(token);  // leave no stray key
+      co_return ec;
+    }
+    auto outcome = interpret_set(r);
+    if (outcome == set_outcome::acquired) {
+      on_acquired(s, std::move(token), sent);
+      co_return error_code();
+    }
+    if (outcome == set_outcome::unexpected) co_return redis::error::protocol_error;
+    if (!retry) co_return dlock::error::taken;
+    auto delay = retry_delay(s->opts.retry_delay, s->opts.retry_jitter, s->random);
+    if (steady_clock::now() + delay >= give_up) co_return dlock::error::taken;
+    pause.expires_after(delay);
+    auto [wait_ec] = co_await pause.async_wait(tuple_token);
+    if (wait_ec) co_return wait_ec;
+  }
+}
+
+asio::awaitable<error_code> acquire_coro(std::shared_ptr<lock_state> s, bool retry) {
+  if (auto ec = validate(s->key, s->opts.ttl)) co_return ec;
+  if (s->held || s->acquiring) co_return dlock::error::already_held;
+  s->acquiring = true;
+  error_code result;
+  try {
+    auto trying = attempts(s, retry);
+    result = co_await std::move(trying);
+  } catch (const boost::system::system_error& e) {
+    result = e.code();  // cancelled between steps
+  }
+  s->acquiring = false;
+  co_return result;
+}
+
+asio::awaitable<error_code> release_coro(std::shared_ptr<lock_state> s) {
+  if (!s->held) co_return dlock::error::not_held;
+  s->held = false;
+  auto stopping = s->extender.stop(tuple_token);
+  co_await std::move(stopping);  // no extension outlives the release
+  s->loss.disarm();
+  auto op = s->conn->eval(unlock_script(), {s->key}, {s->token}, tuple_token);
+  auto [ec, r] = co_await std::move(op);
+  if (ec) co_return ec;
+  co_return interpret_compare_script(r);
+}
+
+asio::awaitable<error_code> extend_coro(std::shared_ptr<lock_state> s, std::chrono::milliseconds ttl) {
+  if (auto ec = validate(s->key, ttl)) co_return ec;
+  if (!s->held) co_return dlock::error::not_held;
+  if (s->loss.lost()) co_return dlock::error::lost;
+  auto sent = steady_clock::now();
+  auto op = s->conn->eval(extend_script(), {s->key}, {s->token, std::to_string(ttl.count())}, tuple_token);
+  auto [ec, r] = co_await std::move(op);
+  if (ec) co_return ec;
+  ec = interpret_compare_script(r);
+  if (ec == dlock::error::not_owned) s->loss.fire(ec);
+  if (!ec) s->valid_until = valid_until(sent, ttl, s->drift_for(ttl));
+  co_return ec;
+}
+
+// Completes the user's handler on its own executor with the coroutine's result.
+struct complete_with {
+  asio::any_completion_handler<void(error_code)> handler;
+  asio::any_io_executor fallback;
+  void operator()(std::exception_ptr e, error_code ec) {
+    if (e) {
+      try {
+        std::rethrow_exception(e);
+      } catch (const boost::system::system_error& failure) {
+        ec = failure.code();
+      } catch (...) {
+        ec = asio::error::fault;
+      }
+    }
+    asio::post(fallback, asio::append(std::move(handler), ec));
+  }
+};
+
+void spawn(const std::shared_ptr<lock_state>& s, asio::awaitable<error_code> coro,
+           asio::any_completion_handler<void(error_code)> handler, bool cancellable) {
+  auto slot = cancellable ? asio::get_associated_cancellation_slot(handler) : asio::cancellation_slot();
+  auto ex = s->conn->get_executor();
+  asio::co_spawn(ex, std::move(coro), asio::bind_cancellation_slot(slot, complete_with{std::move(handler), ex}));
+}
+
+}  // namespace
+}  // namespace detail
+
+lock::lock(connection& conn, std::string key, lock_options opts)
+    : state_(std::make_shared<detail::lock_state>(conn, std::move(key), opts)) {}
+
+lock::~lock() {
+  if (state_->held) state_->delete_in_background(state_->token);
+}
+
+void lock::start_acquire(bool retry, handler_type handler) {
+  detail::spawn(state_, detail::acquire_coro(state_, retry), std::move(handler), true);
+}
+void lock::start_release(handler_type handler) {
+  detail::spawn(state_, detail::release_coro(state_), std::move(handler), false);
+}
+void lock::start_extend(std::chrono::milliseconds ttl, handler_type handler) {
+  detail::spawn(state_, detail::extend_coro(state_, ttl), std::move(handler), true);
+}
+
+bool lock::held() const noexcept { return state_->held; }
+std::chrono::milliseconds lock::validity() const noexcept {
+  if (!state_->held || state_->loss.lost()) return std::chrono::milliseconds(0);
+  return detail::remaining(state_->valid_until, std::chrono::steady_clock::now());
+}
+const std::string& lock::token() const noexcept { return state_->token; }
+const std::string& lock::key() const noexcept { return state_->key; }
+const lock_options& lock::options() const noexcept { return state_->opts; }
+lock_loss& lock::loss() noexcept { return state_->loss; }
+std::uint64_t lock::extensions() const noexcept { return state_->extender.extensions(); }
+
+}  // namespace dlock::redis
