@@ -166,7 +166,9 @@ class client {
   }
 
   /// Completes at the next session state change with the new state (several
-  /// waiters may wait at once). Cancellation: terminal and partial.
+  /// waiters may wait at once). A change that happens after this call but
+  /// before the request reaches the strand is not missed: read `state()`,
+  /// then call this. Cancellation: terminal and partial.
   /// Signature: `void(error_code, session_state)`.
   template <class CompletionToken = default_token>
   auto wait_state_change(CompletionToken&& token = {}) {
@@ -194,24 +196,24 @@ class client {
   template <class Token>
   auto get_impl(std::string path, watch* w, Token&& token) {
     return asio::async_initiate<Token, void(error_code, std::string, stat)>(
-        [](auto h, detail::session_ptr s, std::string p, watch* w) {
-          detail::start_get(s, std::move(p), w, detail::handler<std::string, stat>(std::move(h)));
+        [](auto h, detail::session_ptr s, std::string p, watch* armed) {
+          detail::start_get(s, std::move(p), armed, detail::handler<std::string, stat>(std::move(h)));
         },
         token, impl_, std::move(path), w);
   }
   template <class Token>
   auto exists_impl(std::string path, watch* w, Token&& token) {
     return asio::async_initiate<Token, void(error_code, std::optional<stat>)>(
-        [](auto h, detail::session_ptr s, std::string p, watch* w) {
-          detail::start_exists(s, std::move(p), w, detail::handler<std::optional<stat>>(std::move(h)));
+        [](auto h, detail::session_ptr s, std::string p, watch* armed) {
+          detail::start_exists(s, std::move(p), armed, detail::handler<std::optional<stat>>(std::move(h)));
         },
         token, impl_, std::move(path), w);
   }
   template <class Token>
   auto children_impl(std::string path, watch* w, Token&& token) {
     return asio::async_initiate<Token, void(error_code, std::vector<std::string>, stat)>(
-        [](auto h, detail::session_ptr s, std::string p, watch* w) {
-          detail::start_get_children(s, std::move(p), w,
+        [](auto h, detail::session_ptr s, std::string p, watch* armed) {
+          detail::start_get_children(s, std::move(p), armed,
                                      detail::handler<std::vector<std::string>, stat>(std::move(h)));
         },
         token, impl_, std::move(path), w);

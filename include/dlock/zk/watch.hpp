@@ -2,10 +2,14 @@
 #pragma once
 
 #include <dlock/config.hpp>
+#include <dlock/error.hpp>
 #include <dlock/zk/types.hpp>
 
 #include <boost/asio/any_completion_handler.hpp>
+#include <boost/asio/append.hpp>
+#include <boost/asio/associated_executor.hpp>
 #include <boost/asio/async_result.hpp>
+#include <boost/asio/post.hpp>
 
 #include <memory>
 
@@ -15,6 +19,7 @@ class client;
 
 namespace detail {
 class watch_state;
+struct watch_access;
 using watch_handler = asio::any_completion_handler<void(error_code, watch_event)>;
 void start_watch_wait(const std::shared_ptr<watch_state>& state, watch_handler handler);
 void cancel_watch(const std::shared_ptr<watch_state>& state);
@@ -50,6 +55,12 @@ class watch {
   auto wait(CompletionToken&& token = {}) {
     return asio::async_initiate<CompletionToken, void(error_code, watch_event)>(
         [](auto handler, std::shared_ptr<detail::watch_state> state) {
+          if (!state) {  // never armed
+            auto ex = asio::get_associated_executor(handler);
+            asio::post(ex, asio::append(std::move(handler), error_code(make_error_code(dlock::error::invalid_argument)),
+                                        watch_event{}));
+            return;
+          }
           detail::start_watch_wait(state, detail::watch_handler(std::move(handler)));
         },
         token, state_);
@@ -60,7 +71,7 @@ class watch {
   void cancel();
 
  private:
-  friend class client;
+  friend struct detail::watch_access;
   std::shared_ptr<detail::watch_state> state_;
 };
 

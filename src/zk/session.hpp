@@ -1,0 +1,146 @@
+// The session behind dlock::zk::client: one zhandle_t driven by the io_context.
+//
+// Driver (all on the strand): zookeeper_interest gives the socket, the
+// interest set and a deadline. Asio waits on a dup() of the socket (ZK keeps
+// and closes its own fd; a new socket is detected by st_dev/st_ino, not by
+// number). Readiness runs zookeeper_process until ZNOTHING (bounded); the
+// deadline runs zookeeper_interest again (it sends pings and detects
+// timeouts). Every zoo_a* call is followed by one coalesced re-evaluation.
+// C callbacks only record results and post handlers.
+#pragma once
+
+#include "c_client.hpp"
+#include "pending.hpp"
+
+#include <dlock/zk/client.hpp>
+#include <dlock/zk/detail/session_fsm.hpp>
+
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <vector>
+
+namespace dlock::zk::detail {
+
+class watch_state;
+
+class session : public std::enable_shared_from_this<session> {
+ public:
+  session(asio::any_io_executor executor, options opts);
+  ~session();
+
+  const strand_type& strand() const noexcept { return strand_; }
+
+  // --- strand only ---
+  void connect(pending_ptr<> op);
+  void close(pending_ptr<> op);
+  /// `seen`: state_version() when the caller initiated; a change since then completes at once.
+  void wait_state_change(pending_ptr<session_state> op, std::uint64_t seen);
+  void forget_state_waiter(pending_base* op);
+  void forget_connect_waiter(pending_base* op);
+  /// Null with `ec` set when no request can be sent now.
+  zhandle_t* handle_for_request(error_code& ec) const noexcept;
+  const ACL_vector* default_acl() const noexcept;
+  /// After every zoo_a* call: counts it and re-evaluates interest once per batch.
+  void request_sent();
+  void reply_received() noexcept { replies_received_.fetch_add(1, std::memory_order_relaxed); }
+  void watch_registered(std::shared_ptr<watch_state> w);
+  void watch_released(watch_state* w);
+  void remove_watch_later(std::shared_ptr<watch_state> w);
+  /// A cancelled create succeeded anyway: delete its node once out of the C call.
+  void remove_orphan_later(std::string path) { orphans_.push_back(std::move(path)); }
+  void watch_event_delivered() noexcept { watch_events_.fetch_add(1, std::memory_order_relaxed); }
+
+  // --- any thread ---
+  session_state state() const noexcept { return static_cast<session_state>(state_.load()); }
+  std::int64_t session_id() const noexcept { return session_id_.load(); }
+  std::string session_password() const;
+  std::string current_server() const;
+  std::chrono::milliseconds negotiated_timeout() const noexcept {
+    return std::chrono::milliseconds(negotiated_timeout_ms_.load());
+  }
+  statistics stats() const noexcept;
+  bool is_closing() const noexcept { return closing_.load(); }
+  std::uint64_t state_version() const noexcept { return state_version_.load(); }
+
+ private:
+  static void global_watcher(zhandle_t*, int type, int state, const char* path, void* context);
+  static void on_close_probe(int rc, const Stat*, const void* context);
+
+  bool open_handle(error_code& ec);
+  void step();
+  void drain(int events);
+  void after_c_calls();
+  void sync_descriptor(int fd);
+  void arm_read();
+  void arm_write();
+  void arm_timer(std::chrono::steady_clock::duration delay);
+  void on_session_event(int state);
+  void on_connected();
+  void on_handle_dead();
+  void release_handle(error_code watch_error);
+  void set_state_changed();
+  void start_lost_timer();
+  void finish_close(bool polite);
+  void complete_connect_waiters(error_code ec);
+
+  strand_type strand_;
+  options options_;
+  zhandle_t* zh_ = nullptr;
+  session_fsm fsm_;
+
+  asio::posix::stream_descriptor socket_;  // a dup() of the C client's socket
+  dev_t socket_dev_ = 0;
+  ino_t socket_ino_ = 0;
+  unsigned socket_generation_ = 0;
+  bool read_armed_ = false;
+  bool write_armed_ = false;
+  bool kick_pending_ = false;
+
+  asio::steady_timer timer_;  // zookeeper_interest's deadline
+  std::chrono::steady_clock::time_point timer_deadline_{};
+  bool timer_armed_ = false;
+  unsigned timer_generation_ = 0;
+
+  asio::steady_timer connect_timer_;  // options::connect_timeout
+  asio::steady_timer lost_timer_;  // suspended longer than the session timeout -> lost
+  bool handle_dead_ = false;        // expired or auth failed, seen inside a C call
+  bool auth_failed_ = false;
+
+  std::vector<pending_ptr<>> connect_waiters_;
+  std::vector<pending_ptr<session_state>> state_waiters_;
+  std::vector<pending_ptr<>> close_waiters_;
+  std::map<watch_state*, std::shared_ptr<watch_state>> c_watches_;  // held by the C client
+  std::vector<std::shared_ptr<watch_state>> removals_;              // cancelled before registration
+  std::vector<std::string> orphans_;                                // created by cancelled creates
+
+  enum class close_phase { open, probing, done } close_phase_ = close_phase::open;
+  asio::steady_timer close_timer_;
+
+  std::atomic<bool> closing_{false};
+  std::atomic<int> state_{static_cast<int>(session_state::connecting)};
+  std::atomic<std::uint64_t> state_version_{0};  // counts state changes
+  std::atomic<std::int64_t> session_id_{0};
+  std::atomic<int> negotiated_timeout_ms_{0};
+  mutable std::mutex facts_mutex_;
+  std::string password_;
+  std::string server_;
+  std::atomic<std::uint64_t> requests_sent_{0}, replies_received_{0}, watch_events_{0}, sessions_opened_{0},
+      reconnections_{0};
+};
+
+/// What a C completion callback needs: the pending op back from its context.
+template <class P>
+std::shared_ptr<P> take_c_hold(const void* context) {
+  auto* base = static_cast<pending_base*>(const_cast<void*>(context));
+  auto hold = std::move(base->c_hold);
+  return std::static_pointer_cast<P>(std::move(hold));
+}
+
+/// ZCLOSING (the client was closed) reads better as dlock::error::closed.
+error_code reply_error(int rc) noexcept;
+
+}  // namespace dlock::zk::detail
