@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <future>
 #include <set>
 #include <thread>
 
@@ -146,6 +147,203 @@ asio::awaitable<void> before_connect_and_after_close(zk::client& c) {
   BOOST_TEST((e5 == dlock::error::closed));
 }
 
+
+asio::awaitable<void> watches_fire(zk::client& c, std::string base) {
+  co_await c.connect();
+  co_await c.create(base, "", create_mode::persistent);
+  auto delivered = c.stats().watch_events_delivered;
+
+  // created: an exists watch on a missing node
+  zk::watch created_w;
+  auto [e1, absent] = co_await c.exists(base + "/n", created_w, tuple);
+  BOOST_TEST(!e1);
+  BOOST_TEST(!absent.has_value());
+  co_await c.create(base + "/n", "1", create_mode::persistent);
+  auto [e2, ev1] = co_await created_w.wait(tuple);
+  BOOST_TEST(!e2, e2.message());
+  BOOST_TEST((ev1.type == zk::watch_event_type::created));
+  BOOST_TEST(ev1.path == base + "/n");
+
+  // data change: a get watch
+  zk::watch data_w;
+  co_await c.get(base + "/n", data_w);
+  co_await c.set(base + "/n", "2");
+  auto [e3, ev2] = co_await data_w.wait(tuple);
+  BOOST_TEST(!e3);
+  BOOST_TEST((ev2.type == zk::watch_event_type::data_changed));
+
+  // children change: a get_children watch
+  zk::watch children_w;
+  co_await c.get_children(base, children_w);
+  co_await c.create(base + "/m", "", create_mode::ephemeral);
+  auto [e4, ev3] = co_await children_w.wait(tuple);
+  BOOST_TEST(!e4);
+  BOOST_TEST((ev3.type == zk::watch_event_type::children_changed));
+  BOOST_TEST(ev3.path == base);
+
+  // deletion: an exists watch on a present node; the event may be awaited after it fired
+  zk::watch deleted_w;
+  co_await c.exists(base + "/n", deleted_w);
+  co_await c.remove(base + "/n");
+  co_await c.exists(base);  // a round trip: the event has arrived by now
+  auto [e5, ev4] = co_await deleted_w.wait(tuple);
+  BOOST_TEST(!e5);
+  BOOST_TEST((ev4.type == zk::watch_event_type::deleted));
+  BOOST_TEST(c.stats().watch_events_delivered == delivered + 4);
+
+  // a failed registration leaves no watch behind: get on a missing node
+  zk::watch failed_w;
+  auto [e6, d6, s6] = co_await c.get(base + "/missing", failed_w, tuple);
+  BOOST_TEST((e6 == zk::error::no_node));
+  auto [e7, ev7] = co_await failed_w.wait(tuple);
+  BOOST_TEST((e7 == zk::error::no_node));
+  co_await c.create(base + "/missing", "", create_mode::ephemeral);
+  co_await c.remove(base + "/missing");
+  co_await c.exists(base);
+  BOOST_TEST(c.stats().watch_events_delivered == delivered + 4);
+
+  co_await c.remove(base + "/m");
+  co_await c.remove(base);
+  co_await c.close();
+}
+
+asio::awaitable<void> cancel_watches(zk::client& c, std::string base) {
+  co_await c.connect();
+  co_await c.create(base, "", create_mode::persistent);
+  auto delivered = c.stats().watch_events_delivered;
+  auto executor = co_await asio::this_coro::executor;
+
+  // A cancelled wait (terminal, then partial) leaves the watch armed: it still fires.
+  zk::watch w;
+  co_await c.get(base, w);
+  for (auto type : {asio::cancellation_type::terminal, asio::cancellation_type::partial}) {
+    asio::cancellation_signal signal;
+    std::optional<error_code> result;
+    w.wait(asio::bind_cancellation_slot(signal.slot(), [&](error_code ec, zk::watch_event) { result = ec; }));
+    signal.emit(type);
+    co_await c.exists(base);  // let the cancellation run
+    BOOST_REQUIRE(result.has_value());
+    BOOST_TEST((*result == asio::error::operation_aborted));
+  }
+  co_await c.set(base, "changed");
+  auto [e1, ev] = co_await w.wait(tuple);
+  BOOST_TEST(!e1);
+  BOOST_TEST((ev.type == zk::watch_event_type::data_changed));
+
+  // A wait bound to a timer (through a parallel group) is cancelled when the timer wins.
+  zk::watch idle;
+  co_await c.get(base, idle);
+  asio::steady_timer timer(executor, std::chrono::milliseconds(20));
+  auto [order, e2, ev2, timer_ec] = co_await asio::experimental::make_parallel_group(
+      idle.wait(asio::deferred), timer.async_wait(asio::deferred))
+      .async_wait(asio::experimental::wait_for_one(), asio::deferred);
+  BOOST_TEST(order[0] == 1u);  // the timer
+  BOOST_TEST((e2 == asio::error::operation_aborted));
+
+  // cancel(): the pending wait ends, and a later change delivers nothing.
+  std::optional<error_code> cancelled;
+  idle.wait([&](error_code ec, zk::watch_event) { cancelled = ec; });
+  idle.cancel();
+  BOOST_TEST(!idle.armed());
+  co_await c.set(base, "again");
+  co_await c.exists(base);
+  BOOST_REQUIRE(cancelled.has_value());
+  BOOST_TEST((*cancelled == asio::error::operation_aborted));
+  BOOST_TEST(c.stats().watch_events_delivered == delivered + 1);
+
+  // Destroying an armed watch removes it too.
+  {
+    zk::watch scoped;
+    co_await c.get(base, scoped);
+  }
+  co_await c.set(base, "third");
+  co_await c.exists(base);
+  BOOST_TEST(c.stats().watch_events_delivered == delivered + 1);
+
+  co_await c.remove(base);
+  co_await c.close();
+}
+
+asio::awaitable<void> cancel_operations(zk::client& c, std::string base) {
+  co_await c.connect();
+  auto executor = co_await asio::this_coro::executor;
+  // Terminal and partial cancellation of sent requests: the handler gets
+  // operation_aborted at once, the late reply is dropped.
+  for (auto type : {asio::cancellation_type::terminal, asio::cancellation_type::partial}) {
+    asio::cancellation_signal signal;
+    std::optional<error_code> result;
+    c.get("/", asio::bind_cancellation_slot(signal.slot(), [&](error_code ec, std::string, zk::stat) { result = ec; }));
+    signal.emit(type);
+    co_await c.exists("/");  // its reply comes after the abandoned one's
+    BOOST_REQUIRE(result.has_value());
+    BOOST_TEST((*result == asio::error::operation_aborted));
+  }
+  // A cancelled create leaves no node behind, even though the server created it.
+  {
+    asio::cancellation_signal signal;
+    std::optional<error_code> result;
+    c.create(base, "", create_mode::persistent,
+             asio::bind_cancellation_slot(signal.slot(), [&](error_code ec, zk::created) { result = ec; }));
+    signal.emit(asio::cancellation_type::terminal);
+    co_await c.exists("/");  // the create's reply has arrived: its node is being removed
+    BOOST_REQUIRE(result.has_value());
+    BOOST_TEST((*result == asio::error::operation_aborted));
+    auto [e, st] = co_await c.exists(base, tuple);
+    BOOST_TEST(!e);
+    BOOST_TEST(!st.has_value());
+  }
+  // A cancelled arming request leaves no watch behind.
+  {
+    co_await c.create(base, "", create_mode::ephemeral);
+    auto delivered = c.stats().watch_events_delivered;
+    zk::watch w;
+    asio::cancellation_signal signal;
+    c.get(base, w, asio::bind_cancellation_slot(signal.slot(), [](error_code, std::string, zk::stat) {}));
+    signal.emit(asio::cancellation_type::terminal);
+    co_await c.exists("/");
+    co_await c.set(base, "x");
+    co_await c.exists("/");
+    BOOST_TEST(c.stats().watch_events_delivered == delivered);
+    co_await c.remove(base);
+  }
+  // A pending wait_state_change bound to a timer is cancelled when the timer wins.
+  asio::steady_timer timer(executor, std::chrono::milliseconds(20));
+  auto [order, e1, state, timer_ec] = co_await asio::experimental::make_parallel_group(
+      c.wait_state_change(asio::deferred), timer.async_wait(asio::deferred))
+      .async_wait(asio::experimental::wait_for_one(), asio::deferred);
+  BOOST_TEST(order[0] == 1u);
+  BOOST_TEST((e1 == asio::error::operation_aborted));
+  co_await c.close();
+}
+
+asio::awaitable<void> pipelined(zk::client& c, std::string base, std::size_t count) {
+  co_await c.connect();
+  co_await c.create(base, "", create_mode::persistent);
+  std::size_t completed = 0, failed = 0;
+  std::set<std::string> paths;
+  auto sent = c.stats().requests_sent;
+  for (std::size_t i = 0; i < count; ++i) {
+    c.create(base + "/n-", "", create_mode::ephemeral_sequential, [&](error_code ec, zk::created made) {
+      ++completed;
+      if (ec) ++failed;
+      else paths.insert(made.path);
+    });
+  }
+  auto [e, names, st] = co_await c.get_children(base, tuple);  // after all creates (FIFO)
+  BOOST_TEST(!e);
+  BOOST_TEST(completed == count);
+  BOOST_TEST(failed == 0u);
+  BOOST_TEST(paths.size() == count);
+  BOOST_TEST(names.size() == count);
+  BOOST_TEST(c.stats().requests_sent - sent == count + 1);
+  co_await c.close();  // removes the ephemerals
+  zk::client cleaner(co_await asio::this_coro::executor, dlock::test::zk_options(dlock::test::zk_hosts()));
+  co_await cleaner.connect();
+  auto [e2] = co_await cleaner.remove(base, -1, tuple);
+  BOOST_TEST(!e2, e2.message());
+  co_await cleaner.close();
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(zk_client)
@@ -166,6 +364,84 @@ BOOST_AUTO_TEST_CASE(operations_before_connect_and_after_close) {
   asio::io_context io;
   zk::client c(io.get_executor(), dlock::test::zk_options(dlock::test::zk_hosts()));
   run_coroutine(io, before_connect_and_after_close(c));
+}
+
+BOOST_AUTO_TEST_CASE(watches_fire_on_create_delete_data_and_children) {
+  asio::io_context io;
+  zk::client c(io.get_executor(), dlock::test::zk_options(dlock::test::zk_hosts()));
+  run_coroutine(io, watches_fire(c, base_path("watch")));
+}
+
+BOOST_AUTO_TEST_CASE(cancelling_watch_waits_and_watches) {
+  asio::io_context io;
+  zk::client c(io.get_executor(), dlock::test::zk_options(dlock::test::zk_hosts()));
+  run_coroutine(io, cancel_watches(c, base_path("cancel-watch")));
+}
+
+BOOST_AUTO_TEST_CASE(cancelling_pending_operations) {
+  asio::io_context io;
+  zk::client c(io.get_executor(), dlock::test::zk_options(dlock::test::zk_hosts()));
+  run_coroutine(io, cancel_operations(c, base_path("cancel-op")));
+}
+
+BOOST_AUTO_TEST_CASE(ten_thousand_pipelined_operations_complete) {
+  asio::io_context io;
+  zk::client c(io.get_executor(), dlock::test::zk_options(dlock::test::zk_hosts()));
+  run_coroutine(io, pipelined(c, base_path("pipeline"), 10'000));
+}
+
+BOOST_AUTO_TEST_CASE(callback_future_and_deferred_tokens) {
+  asio::io_context io;
+  auto work = asio::make_work_guard(io);
+  std::thread runner([&] { io.run(); });
+  zk::client c(io.get_executor(), dlock::test::zk_options(dlock::test::zk_hosts()));
+  c.connect(asio::use_future).get();
+  auto base = base_path("tokens");
+  auto made = c.create(base, "v", create_mode::ephemeral, asio::use_future).get();
+  BOOST_TEST(made.path == base);
+  auto [data, st] = c.get(base, asio::use_future).get();
+  BOOST_TEST(data == "v");
+  BOOST_CHECK_THROW(c.get(base + "/none", asio::use_future).get(), boost::system::system_error);
+  std::promise<error_code> removed;
+  c.remove(base, -1, [&](error_code ec) { removed.set_value(ec); });  // a plain callback
+  BOOST_TEST(!removed.get_future().get());
+  auto op = c.exists(base, asio::deferred);  // deferred: nothing starts until invoked
+  std::promise<bool> present;
+  std::move(op)([&](error_code, std::optional<zk::stat> s) { present.set_value(s.has_value()); });
+  BOOST_TEST(!present.get_future().get());
+  c.close(asio::use_future).get();
+  work.reset();
+  runner.join();
+}
+
+asio::awaitable<void> busy_client(zk::client& c, std::string base, int rounds, std::atomic<int>& done) {
+  co_await c.connect();
+  for (int i = 0; i < rounds; ++i) {
+    auto [e1, made] = co_await c.create(base + "-", "x", create_mode::ephemeral_sequential, tuple);
+    BOOST_TEST(!e1);
+    auto [e2, data, st] = co_await c.get(made.path, tuple);
+    BOOST_TEST(!e2);
+    auto [e3] = co_await c.remove(made.path, -1, tuple);
+    BOOST_TEST(!e3);
+  }
+  co_await c.close();
+  ++done;
+}
+
+BOOST_AUTO_TEST_CASE(io_context_on_two_threads_with_several_clients) {
+  asio::io_context io(2);
+  std::vector<std::unique_ptr<zk::client>> clients;
+  std::atomic<int> done{0};
+  for (int i = 0; i < 4; ++i) {
+    clients.push_back(std::make_unique<zk::client>(io.get_executor(), dlock::test::zk_options(dlock::test::zk_hosts())));
+    // Coroutines on the io_context itself (not the clients' strands): completions
+    // hop between threads.
+    asio::co_spawn(io, busy_client(*clients.back(), base_path("threads"), 200, done), asio::detached);
+  }
+  std::thread second([&] { io.run(); });
+  io.run();
+  second.join();
+  BOOST_TEST(done.load() == 4);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
