@@ -159,6 +159,10 @@ class acquire_machine {
   std::int64_t fencing_token() const noexcept { return czxid_; }
   const std::string& guid() const noexcept { return guid_; }
   bool cancelled() const noexcept { return cancelled_; }
+  /// True while only the cleanup of our node is left to do.
+  bool cleaning() const noexcept {
+    return state_ == state::cleaning || (state_ == state::backing_off && after_backoff_ == state::cleaning);
+  }
 
  private:
   enum class state {

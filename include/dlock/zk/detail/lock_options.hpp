@@ -1,0 +1,31 @@
+// Options shared by the ZooKeeper locks (mutex, shared_mutex, simple_lock).
+#pragma once
+
+#include <dlock/zk/detail/lock_recipe.hpp>
+
+#include <string>
+
+namespace dlock::zk {
+
+/// When a held lock counts as lost (Apache Curator's names and defaults).
+enum class loss_policy {
+  /// Lost as soon as the connection is suspended: the session may already be
+  /// gone on the servers, so the holder can no longer vouch for its node.
+  standard,
+  /// Lost only when the session is lost (expired, or disconnected longer than
+  /// the session timeout). Holds across short connection drops.
+  session,
+};
+
+/// Retries of recoverable errors (connection loss) while acquiring.
+using retry_policy = detail::retry_policy;
+
+struct lock_options {
+  /// Stored as the lock node's data and shown by `participants()`:
+  /// empty means "<hostname>:<pid>".
+  std::string identifier;
+  loss_policy policy = loss_policy::standard;
+  retry_policy retry;
+};
+
+}  // namespace dlock::zk

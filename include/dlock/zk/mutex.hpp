@@ -1,0 +1,150 @@
+// A fair (FIFO), herd-free exclusive lock on a ZooKeeper path.
+#pragma once
+
+#include <dlock/config.hpp>
+#include <dlock/lock_loss.hpp>
+#include <dlock/zk/client.hpp>
+#include <dlock/zk/detail/lock_core.hpp>
+#include <dlock/zk/detail/lock_options.hpp>
+
+#include <boost/asio/async_result.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dlock::zk {
+
+class shared_mutex;
+
+/// The ZooKeeper recipe's exclusive lock, compatible with Apache Curator's
+/// `InterProcessMutex`.
+///
+/// Each acquire creates `<path>/_c_<uuid>-lock-<seq>` (ephemeral, sequential;
+/// missing parents are created as container nodes), lists the children and
+/// holds the lock when its node has the lowest sequence; otherwise it watches
+/// only the next-lower node and lists again when that one goes. Contenders
+/// are ordered by the server's sequence suffix, never by prefix, so Curator's
+/// and kazoo's nodes on the same path queue correctly; children without a
+/// sequence suffix are ignored (with a log line).
+///
+/// Waiting is fair (node creation order) and wakes one waiter per release.
+/// A lost `create` reply is recovered by the GUID in the node name, adopting
+/// a node only if its `ephemeralOwner` is the current session. A cancelled,
+/// timed-out or failed acquire deletes its own node, even when its create
+/// reply arrives after the cancellation; that cleanup is never cancelled.
+///
+/// Not reentrant: acquiring while this object holds (or is acquiring) the
+/// lock completes with `dlock::error::already_held`.
+///
+/// Operations complete on the handler's associated executor; the object's
+/// state lives on the client's strand. Use one object from one thread (or
+/// strand) at a time; the client must outlive it. Destroying a holding
+/// object releases in the background.
+class mutex {
+ public:
+  using executor_type = asio::any_io_executor;
+
+  /// `path`: the lock's node (a valid ZooKeeper path other than "/").
+  mutex(client& zk, std::string path, lock_options options = {})
+      : mutex(zk, std::move(path), detail::lock_role::exclusive, detail::lock_flavor::sequential,
+              std::move(options)) {}
+  ~mutex() { detail::close_lock_core(core_); }
+  mutex(mutex&&) noexcept = default;
+  mutex& operator=(mutex&&) = delete;
+  mutex(const mutex&) = delete;
+  mutex& operator=(const mutex&) = delete;
+
+  executor_type get_executor() const noexcept { return detail::core_executor(*core_); }
+
+  /// Waits until this object holds the lock. Errors: `dlock::error::already_held`,
+  /// `dlock::error::invalid_argument` (bad path), `dlock::error::closed`,
+  /// `zk::error::session_expired` (while waiting), `asio::error::operation_aborted`
+  /// (cancelled: any cancellation type, from any slot), or the last ZooKeeper
+  /// error once retries run out. Signature: `void(error_code)`.
+  template <class CompletionToken = default_token>
+  auto acquire(CompletionToken&& token = {}) {
+    return initiate(detail::acquire_mode::wait, {}, std::forward<CompletionToken>(token));
+  }
+
+  /// Takes the lock only if it is free now: `dlock::error::taken` otherwise,
+  /// and no node is left behind.
+  template <class CompletionToken = default_token>
+  auto try_acquire(CompletionToken&& token = {}) {
+    return initiate(detail::acquire_mode::try_once, {}, std::forward<CompletionToken>(token));
+  }
+
+  /// Waits at most `limit`: `dlock::error::timed_out` after it (our node deleted).
+  template <class CompletionToken = default_token>
+  auto acquire_for(std::chrono::steady_clock::duration limit, CompletionToken&& token = {}) {
+    return initiate(detail::acquire_mode::wait_for, limit, std::forward<CompletionToken>(token));
+  }
+
+  /// Deletes our node. Releasing again is a no-op; after a loss it reports the
+  /// loss reason (and still deletes the node if the session lives); with
+  /// nothing held, `dlock::error::not_held`. Not cancellable: a release runs to
+  /// completion (retried across reconnects in the background while the session
+  /// lives). Signature: `void(error_code)`.
+  template <class CompletionToken = default_token>
+  auto release(CompletionToken&& token = {}) {
+    return asio::async_initiate<CompletionToken, void(error_code)>(
+        [](auto handler, detail::lock_core_ptr core) {
+          detail::start_release(core, asio::any_completion_handler<void(error_code)>(std::move(handler)));
+        },
+        token, core_);
+  }
+
+  /// The contenders' identifiers (node data), holder first, in queue order.
+  /// Signature: `void(error_code, std::vector<std::string>)`.
+  template <class CompletionToken = default_token>
+  auto participants(CompletionToken&& token = {}) {
+    return asio::async_initiate<CompletionToken, void(error_code, std::vector<std::string>)>(
+        [](auto handler, detail::lock_core_ptr core) {
+          detail::start_participants(
+              core, asio::any_completion_handler<void(error_code, std::vector<std::string>)>(std::move(handler)));
+        },
+        token, core_);
+  }
+
+  /// True between a successful acquire and release or loss.
+  bool held() const noexcept { return detail::core_held(*core_); }
+
+  /// The fencing token of the current hold: our node's creation zxid.
+  /// ZooKeeper zxids only grow, so successive holders of this lock get
+  /// strictly increasing tokens, even across deletion of the lock path. A
+  /// holder can be paused (GC, swap, SIGSTOP) past its session and resume
+  /// writing after someone else took the lock; no lock can stop that, but the
+  /// storage it writes to can reject tokens lower than one it has seen.
+  /// 0 when nothing is held.
+  std::int64_t fencing_token() const noexcept { return detail::core_fencing_token(*core_); }
+
+  /// Tells the holder its lock is gone (per `lock_options::policy`): `co_await
+  /// loss().wait()`, or `loss().bind(signal)` to cancel a critical section.
+  lock_loss& loss() noexcept { return detail::core_loss(*core_); }
+
+  /// The lock's path, and our node's full path while held or acquiring (else empty).
+  const std::string& path() const noexcept { return detail::core_path(*core_); }
+  std::string node_path() const { return detail::core_node_path(*core_); }
+
+ private:
+  friend class shared_mutex;
+  friend class simple_lock;
+
+  mutex(client& zk, std::string path, detail::lock_role role, detail::lock_flavor flavor, lock_options options)
+      : core_(detail::make_lock_core(zk, std::move(path), role, flavor, std::move(options))) {}
+
+  template <class CompletionToken>
+  auto initiate(detail::acquire_mode mode, std::chrono::steady_clock::duration limit, CompletionToken&& token) {
+    return asio::async_initiate<CompletionToken, void(error_code)>(
+        [](auto handler, detail::lock_core_ptr core, detail::acquire_mode m,
+           std::chrono::steady_clock::duration l) {
+          detail::start_acquire(core, m, l, asio::any_completion_handler<void(error_code)>(std::move(handler)));
+        },
+        token, core_, mode, limit);
+  }
+
+  detail::lock_core_ptr core_;
+};
+
+}  // namespace dlock::zk

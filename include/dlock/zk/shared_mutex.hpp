@@ -1,0 +1,36 @@
+// A read/write lock on a ZooKeeper path: many readers, or one writer.
+#pragma once
+
+#include <dlock/zk/mutex.hpp>
+
+namespace dlock::zk {
+
+/// The ZooKeeper recipe's shared lock, compatible with Apache Curator's
+/// `InterProcessReadWriteLock` (nodes `_c_<uuid>-__READ__<seq>` and
+/// `_c_<uuid>-__WRIT__<seq>` under the lock path).
+///
+/// A reader holds when no write node has a lower sequence, and otherwise
+/// watches the nearest lower write node; a writer holds when first and
+/// otherwise watches its immediate predecessor. Queue order is creation
+/// order, so a waiting writer is never starved by readers that come later.
+///
+/// `reader()` and `writer()` are independent lock objects with the mutex
+/// interface (acquire, try_acquire, acquire_for, release, fencing_token,
+/// loss, participants) and its guarantees. Holding both on one
+/// `shared_mutex` is two contenders: a reader queued behind this object's
+/// own writer waits for it (no downgrade).
+class shared_mutex {
+ public:
+  shared_mutex(client& zk, const std::string& path, lock_options options = {})
+      : reader_(zk, path, detail::lock_role::reader, detail::lock_flavor::sequential, options),
+        writer_(zk, path, detail::lock_role::writer, detail::lock_flavor::sequential, std::move(options)) {}
+
+  mutex& reader() noexcept { return reader_; }
+  mutex& writer() noexcept { return writer_; }
+
+ private:
+  mutex reader_;
+  mutex writer_;
+};
+
+}  // namespace dlock::zk

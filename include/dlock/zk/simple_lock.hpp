@@ -1,0 +1,24 @@
+// The simplest ZooKeeper lock: one ephemeral node at the lock path.
+#pragma once
+
+#include <dlock/zk/mutex.hpp>
+
+namespace dlock::zk {
+
+/// The first lock of the ZooKeeper seeds: acquiring creates the lock path
+/// itself as an ephemeral node; when it exists, the acquirer watches it and
+/// tries again once it is deleted.
+///
+/// **Not fair** (whoever retries first wins) and **with the herd effect**
+/// (every waiter wakes on each release). Use it for low contention, or to
+/// compare; prefer `zk::mutex` otherwise. Same interface and guarantees as
+/// `zk::mutex` otherwise: fencing token (the node's czxid), loss signal,
+/// cancellation that deletes a node created after the cancel.
+/// `participants()` lists nobody (there is no queue).
+class simple_lock : public mutex {
+ public:
+  simple_lock(client& zk, std::string path, lock_options options = {})
+      : mutex(zk, std::move(path), detail::lock_role::exclusive, detail::lock_flavor::simple, std::move(options)) {}
+};
+
+}  // namespace dlock::zk

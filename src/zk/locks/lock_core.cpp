@@ -1,0 +1,368 @@
+// The lock object's life: acquire dispatch, release, loss tracking, participants.
+#include "lock_core.hpp"
+
+#include <dlock/log.hpp>
+#include <dlock/zk/error.hpp>
+#include <dlock/zk/path.hpp>
+
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/error.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include <unistd.h>
+
+#include <algorithm>
+
+namespace dlock::zk::detail {
+namespace {
+
+std::string default_identifier() {
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
+  return std::string(host) + ":" + std::to_string(getpid());
+}
+
+error_code check_path(const std::string& path) {
+  if (auto ec = validate_path(path)) return ec;
+  if (path == "/") return make_error_code(dlock::error::invalid_argument);  // every node would contend
+  return {};
+}
+
+// --- watching the session for the holder ---
+
+void watch_session(const lock_core_ptr& core);
+
+void on_session_change(const lock_core_ptr& core, error_code ec, session_state state) {
+  core->monitoring = false;
+  if (core->state == lock_core::hold::held) {
+    error_code reason;
+    if (ec == dlock::error::closed || state == session_state::closed)
+      reason = make_error_code(dlock::error::closed);
+    else if (!ec && (state == session_state::lost || core->zk.session_id() != core->session))
+      reason = make_error_code(zk::error::session_expired);
+    else if (!ec && state == session_state::suspended && core->options.policy == loss_policy::standard)
+      reason = make_error_code(zk::error::connection_loss);
+    if (reason) {
+      core->state = lock_core::hold::lost;
+      if (dlock::detail::log_enabled(log_level::warning))
+        dlock::detail::log(log_level::warning, "zk lock: lost " + core->own_path + ": " + reason.message());
+      core->loss.fire(reason);
+    }
+  }
+  if (!ec && !core->closed && state != session_state::closed) watch_session(core);
+}
+
+void watch_session(const lock_core_ptr& core) {
+  if (core->monitoring || core->closed) return;
+  core->monitoring = true;
+  core->zk.wait_state_change(asio::bind_cancellation_slot(
+      core->monitor_stop.slot(), asio::bind_executor(core->strand, [core](error_code ec, session_state s) {
+        on_session_change(core, ec, s);
+      })));
+}
+
+// --- node removal (release, and the leftovers of a lost hold) ---
+
+class removal_op : public std::enable_shared_from_this<removal_op> {
+ public:
+  removal_op(lock_core_ptr core, std::string node, error_code report,
+             asio::any_completion_handler<void(error_code)> handler)
+      : core_(std::move(core)), node_(std::move(node)), report_(report), handler_(std::move(handler)),
+        timer_(core_->strand) {}
+
+  void start() {
+    core_->zk.remove(node_, -1, asio::bind_executor(core_->strand, [self = shared_from_this()](error_code ec) {
+                       self->on_removed(ec);
+                     }));
+  }
+
+ private:
+  void on_removed(error_code ec) {
+    switch (classify(ec)) {
+      case step_result::ok:
+      case step_result::no_node:
+        return complete(report_);
+      case step_result::connection_loss:
+        // The session may live: keep trying in the background, but do not
+        // hold the caller hostage to a reconnection.
+        complete(report_);
+        attempts_ = std::min(attempts_ + 1, 6);
+        timer_.expires_after(core_->options.retry.initial_backoff * (1 << attempts_));
+        timer_.async_wait(asio::bind_executor(core_->strand, [self = shared_from_this()](error_code) {
+          self->start();
+        }));
+        return;
+      case step_result::session_lost:
+        // The session ended, and our ephemeral node with it: the hold was lost.
+        return complete(report_ ? report_ : ec);
+      default:
+        if (dlock::detail::log_enabled(log_level::error))
+          dlock::detail::log(log_level::error, "zk lock: could not delete " + node_ + ": " + ec.message());
+        return complete(report_ ? report_ : ec);
+    }
+  }
+
+  void complete(error_code ec) {
+    if (handler_) dispatch_completion(*core_, std::move(handler_), ec);
+  }
+
+  lock_core_ptr core_;
+  std::string node_;
+  error_code report_;
+  asio::any_completion_handler<void(error_code)> handler_;
+  asio::steady_timer timer_;
+  int attempts_ = 0;
+};
+
+// --- participants ---
+
+class participants_op : public std::enable_shared_from_this<participants_op> {
+ public:
+  using handler_type = asio::any_completion_handler<void(error_code, std::vector<std::string>)>;
+  participants_op(lock_core_ptr core, handler_type handler) : core_(std::move(core)), handler_(std::move(handler)) {}
+
+  void start() {
+    core_->zk.get_children(core_->path, asio::bind_executor(core_->strand, [self = shared_from_this()](
+                                                                             error_code ec, std::vector<std::string> c,
+                                                                             zk::stat) {
+                             self->on_listed(ec, std::move(c));
+                           }));
+  }
+
+ private:
+  void on_listed(error_code ec, std::vector<std::string> children) {
+    if (ec == zk::error::no_node) return finish({});
+    if (ec) return finish(ec);
+    children_ = std::move(children);
+    auto sorted = sort_contenders(children_);
+    if (sorted.empty()) return finish({});
+    data_.resize(sorted.size());
+    present_.assign(sorted.size(), false);
+    pending_ = sorted.size();
+    // One round trip: the reads are pipelined, and replies keep queue order.
+    for (std::size_t i = 0; i < sorted.size(); ++i) {
+      core_->zk.get(core_->path + "/" + std::string(sorted[i].name),
+                    asio::bind_executor(core_->strand, [self = shared_from_this(), i](error_code e, std::string d,
+                                                                                     zk::stat) {
+                      self->on_data(i, e, std::move(d));
+                    }));
+    }
+  }
+
+  void on_data(std::size_t index, error_code ec, std::string data) {
+    if (!ec) {
+      data_[index] = std::move(data);
+      present_[index] = true;
+    } else if (ec != zk::error::no_node && !error_) {
+      error_ = ec;  // a node that left meanwhile is simply not listed
+    }
+    if (--pending_ == 0) finish(error_);
+  }
+
+  void finish(error_code ec) {
+    std::vector<std::string> out;
+    if (!ec)
+      for (std::size_t i = 0; i < data_.size(); ++i)
+        if (present_[i]) out.push_back(std::move(data_[i]));
+    dispatch_completion(*core_, std::move(handler_), ec, std::move(out));
+  }
+
+  lock_core_ptr core_;
+  handler_type handler_;
+  std::vector<std::string> children_;
+  std::vector<std::string> data_;
+  std::vector<bool> present_;
+  std::size_t pending_ = 0;
+  error_code error_;
+};
+
+}  // namespace
+
+lock_core::lock_core(client& zk_client, std::string lock_path, lock_role lock_role_, lock_flavor lock_flavor_,
+                     lock_options lock_opts)
+    : zk(zk_client),
+      strand(zk_client.get_executor()),
+      path(std::move(lock_path)),
+      role(lock_role_),
+      flavor(lock_flavor_),
+      options(std::move(lock_opts)),
+      path_error(check_path(path)),
+      loss(strand) {
+  if (options.identifier.empty()) options.identifier = default_identifier();
+}
+
+void lock_core::on_acquired(std::string node, std::int64_t zxid) {
+  own_path = std::move(node);
+  czxid = zxid;
+  session = zk.session_id();
+  state = hold::held;
+  loss.arm();
+  watch_session(shared_from_this());
+}
+
+step_result classify(const error_code& ec) noexcept {
+  if (!ec) return step_result::ok;
+  if (ec == zk::error::no_node) return step_result::no_node;
+  if (ec == zk::error::node_exists) return step_result::node_exists;
+  if (ec == zk::error::connection_loss || ec == zk::error::operation_timeout) return step_result::connection_loss;
+  if (ec == zk::error::session_expired || ec == zk::error::invalid_state || ec == zk::error::session_moved)
+    return step_result::session_lost;
+  if (ec == dlock::error::closed || ec == zk::error::closing) return step_result::closed;
+  if (ec == asio::error::operation_aborted) return step_result::aborted;
+  return step_result::failed;
+}
+
+std::vector<std::string> path_prefixes(const std::string& path) {
+  std::vector<std::string> out;
+  for (std::size_t at = path.find('/', 1); at != std::string::npos; at = path.find('/', at + 1))
+    out.push_back(path.substr(0, at));
+  out.push_back(path);
+  return out;
+}
+
+void start_node_removal(const lock_core_ptr& core, std::string node, error_code report,
+                        asio::any_completion_handler<void(error_code)> handler) {
+  std::make_shared<removal_op>(core, std::move(node), report, std::move(handler))->start();
+}
+
+lock_core_ptr make_lock_core(client& zk, std::string path, lock_role role, lock_flavor flavor,
+                             lock_options options) {
+  return std::make_shared<lock_core>(zk, std::move(path), role, flavor, std::move(options));
+}
+
+void close_lock_core(const lock_core_ptr& core) noexcept {
+  if (!core) return;
+  try {
+    asio::dispatch(core->strand, [core] {
+      core->closed = true;
+      core->monitor_stop.emit(asio::cancellation_type::terminal);
+      if (auto op = core->current.lock()) op->cancel(asio::error::operation_aborted);
+      if ((core->state == lock_core::hold::held || core->state == lock_core::hold::lost) &&
+          !core->own_path.empty() && core->zk.state() != session_state::closed)
+        start_node_removal(core, core->own_path, {}, {});
+      core->state = lock_core::hold::released;
+      core->loss.disarm();
+    });
+  } catch (...) {
+    // Only allocation can fail here; the session's end removes the node anyway.
+  }
+}
+
+acquire_op_base::acquire_op_base(std::shared_ptr<lock_core> core,
+                                 asio::any_completion_handler<void(error_code)> handler)
+    : core_(std::move(core)), handler_(std::move(handler)) {}
+
+void acquire_op_base::hook_cancellation() {
+  slot_ = asio::get_associated_cancellation_slot(handler_);
+  if (!slot_.is_connected()) return;
+  // Any cancellation type: a cancelled acquire deletes its node, so nothing
+  // observable is left. Posted, so the cancel runs on the strand after begin().
+  slot_.assign([weak = weak_from_this()](asio::cancellation_type type) {
+    if (type == asio::cancellation_type::none) return;
+    if (auto self = weak.lock())
+      asio::post(self->core_->strand, [self] { self->cancel(asio::error::operation_aborted); });
+  });
+}
+
+void acquire_op_base::begin(std::chrono::steady_clock::duration limit) {
+  if (limit > std::chrono::steady_clock::duration::zero()) {
+    deadline_.emplace(core_->strand, limit);
+    deadline_->async_wait(asio::bind_executor(core_->strand, [self = shared_from_this()](error_code ec) {
+      if (!ec) self->cancel(make_error_code(dlock::error::timed_out));
+    }));
+  }
+  run();
+}
+
+void acquire_op_base::refuse(error_code ec) {
+  completed_ = true;
+  if (slot_.is_connected()) slot_.clear();
+  post_completion(*core_, std::move(handler_), ec);
+}
+
+void acquire_op_base::complete(error_code ec) {
+  if (completed_) return;
+  completed_ = true;
+  if (ec && core_->state == lock_core::hold::acquiring) {  // (or early: only a cleanup goes on)
+    core_->state = lock_core::hold::idle;
+    core_->own_path.clear();
+  }
+  if (slot_.is_connected()) slot_.clear();
+  if (deadline_) deadline_->cancel();
+  dispatch_completion(*core_, std::move(handler_), ec);
+}
+
+void start_acquire(const lock_core_ptr& core, acquire_mode mode, std::chrono::steady_clock::duration limit,
+                   asio::any_completion_handler<void(error_code)> handler) {
+  auto op = core->flavor == lock_flavor::sequential ? make_sequential_acquire(core, mode, std::move(handler))
+                                                    : make_simple_acquire(core, mode, std::move(handler));
+  op->hook_cancellation();
+  asio::dispatch(core->strand, [core, op, mode, limit] {
+    error_code refusal = core->path_error;
+    if (!refusal && core->zk.state() == session_state::closed) refusal = dlock::error::closed;
+    if (!refusal && (core->state == lock_core::hold::held || core->state == lock_core::hold::acquiring))
+      refusal = dlock::error::already_held;
+    if (!refusal && mode == acquire_mode::wait_for && limit <= std::chrono::steady_clock::duration::zero())
+      refusal = dlock::error::invalid_argument;
+    if (refusal) return op->refuse(refusal);
+    if (core->state == lock_core::hold::lost && !core->own_path.empty()) {
+      // A hold lost to a suspension may have left our node (the session came
+      // back): delete it first, or we would queue behind ourselves. One
+      // session's requests run in order, so this goes before our create.
+      start_node_removal(core, core->own_path, {}, {});
+    }
+    core->own_path.clear();
+    core->czxid = 0;
+    core->state = lock_core::hold::acquiring;
+    core->current = op;
+    op->begin(mode == acquire_mode::wait_for ? limit : std::chrono::steady_clock::duration::zero());
+  });
+}
+
+void start_release(const lock_core_ptr& core, asio::any_completion_handler<void(error_code)> handler) {
+  asio::dispatch(core->strand, [core, h = std::move(handler)]() mutable {
+    switch (core->state) {
+      case lock_core::hold::held: {
+        core->state = lock_core::hold::released;
+        core->loss.disarm();
+        auto node = std::move(core->own_path);
+        core->own_path.clear();
+        core->czxid = 0;
+        return start_node_removal(core, std::move(node), {}, std::move(h));
+      }
+      case lock_core::hold::lost: {
+        core->state = lock_core::hold::released;
+        auto reason = core->loss.reason();
+        auto node = std::move(core->own_path);
+        core->own_path.clear();
+        core->czxid = 0;
+        if (node.empty() || core->zk.state() == session_state::closed)
+          return post_completion(*core, std::move(h), reason);
+        return start_node_removal(core, std::move(node), reason, std::move(h));
+      }
+      case lock_core::hold::released:
+        return post_completion(*core, std::move(h), error_code{});
+      default:
+        return post_completion(*core, std::move(h), make_error_code(dlock::error::not_held));
+    }
+  });
+}
+
+void start_participants(const lock_core_ptr& core,
+                        asio::any_completion_handler<void(error_code, std::vector<std::string>)> handler) {
+  asio::dispatch(core->strand, [core, h = std::move(handler)]() mutable {
+    if (core->path_error) return post_completion(*core, std::move(h), core->path_error, std::vector<std::string>{});
+    std::make_shared<participants_op>(core, std::move(h))->start();
+  });
+}
+
+asio::any_io_executor core_executor(const lock_core& core) noexcept { return core.strand; }
+bool core_held(const lock_core& core) noexcept { return core.state == lock_core::hold::held; }
+std::int64_t core_fencing_token(const lock_core& core) noexcept {
+  return core.state == lock_core::hold::held ? core.czxid : 0;
+}
+std::string core_node_path(const lock_core& core) { return core.own_path; }
+const std::string& core_path(const lock_core& core) noexcept { return core.path; }
+lock_loss& core_loss(lock_core& core) noexcept { return core.loss; }
+
+}  // namespace dlock::zk::detail

@@ -1,0 +1,119 @@
+// Internal: one lock object's state, shared by its operations. Everything
+// here runs on the client's strand.
+#pragma once
+
+#include <dlock/error.hpp>
+#include <dlock/lock_loss.hpp>
+#include <dlock/zk/client.hpp>
+#include <dlock/zk/detail/lock_core.hpp>
+#include <dlock/zk/detail/lock_recipe.hpp>
+
+#include <boost/asio/append.hpp>
+#include <boost/asio/bind_executor.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/post.hpp>
+
+#include <boost/asio/steady_timer.hpp>
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace dlock::zk::detail {
+
+class lock_core;
+
+/// What every acquire shares: the caller's handler, its cancellation slot
+/// (hooked in the initiating call, so a cancel emitted before the operation
+/// reaches the strand is not missed) and the acquire_for deadline.
+class acquire_op_base : public std::enable_shared_from_this<acquire_op_base> {
+ public:
+  acquire_op_base(std::shared_ptr<lock_core> core, asio::any_completion_handler<void(error_code)> handler);
+  virtual ~acquire_op_base() = default;
+
+  /// In the initiating call: route cancellation from the handler's slot.
+  void hook_cancellation();
+  /// On the strand: the acquire may go ahead (`limit` > 0 arms a deadline).
+  void begin(std::chrono::steady_clock::duration limit);
+  /// On the strand: the acquire is refused before anything is sent.
+  void refuse(error_code ec);
+  /// On the strand: the caller gave up with `reason`.
+  virtual void cancel(error_code reason) = 0;
+
+ protected:
+  virtual void run() = 0;
+  /// Completes the caller's handler once (later calls are ignored).
+  void complete(error_code ec);
+  bool completed() const noexcept { return completed_; }
+
+  std::shared_ptr<lock_core> core_;
+
+ private:
+  asio::any_completion_handler<void(error_code)> handler_;
+  asio::cancellation_slot slot_;
+  std::optional<asio::steady_timer> deadline_;
+  bool completed_ = false;
+};
+
+class lock_core : public std::enable_shared_from_this<lock_core> {
+ public:
+  enum class hold { idle, acquiring, held, lost, released };
+
+  lock_core(client& zk_client, std::string lock_path, lock_role lock_role_, lock_flavor lock_flavor_,
+            lock_options lock_opts);
+
+  client& zk;
+  asio::any_io_executor strand;
+  std::string path;
+  lock_role role;
+  lock_flavor flavor;
+  lock_options options;
+  error_code path_error;  // set once at construction: a bad path fails every acquire
+  lock_loss loss;
+
+  hold state = hold::idle;
+  std::string own_path;      // our node while held (or lost, until released)
+  std::int64_t czxid = 0;    // fencing token of the current hold
+  std::int64_t session = 0;  // the session that created our node
+  std::weak_ptr<acquire_op_base> current;
+  bool monitoring = false;
+  bool closed = false;
+  asio::cancellation_signal monitor_stop;
+
+  /// The hold began: remember our node, arm the loss signal, watch the session.
+  void on_acquired(std::string node, std::int64_t zxid);
+};
+
+/// What a ZooKeeper reply means to the recipe.
+step_result classify(const error_code& ec) noexcept;
+
+/// Completes `handler` later (never inside an initiating function), on its
+/// associated executor, falling back to the lock's strand.
+template <class Handler, class... Args>
+void post_completion(const lock_core& core, Handler handler, Args&&... args) {
+  asio::post(core.strand, asio::append(std::move(handler), std::forward<Args>(args)...));
+}
+
+/// Completes `handler` from a completion path: inline when already on its executor.
+template <class Handler, class... Args>
+void dispatch_completion(const lock_core& core, Handler handler, Args&&... args) {
+  asio::dispatch(core.strand, asio::append(std::move(handler), std::forward<Args>(args)...));
+}
+
+/// Deletes `node`, retried across connection loss while the session lives;
+/// completes `handler` (if any) with `report` once deleted, or at the first
+/// connection loss (the retries continue in the background).
+void start_node_removal(const lock_core_ptr& core, std::string node, error_code report,
+                        asio::any_completion_handler<void(error_code)> handler);
+
+/// Parent paths to ensure, outermost first ("/a", "/a/b", ... `path`).
+std::vector<std::string> path_prefixes(const std::string& path);
+
+std::shared_ptr<acquire_op_base> make_sequential_acquire(const lock_core_ptr& core, acquire_mode mode,
+                                                         asio::any_completion_handler<void(error_code)> handler);
+std::shared_ptr<acquire_op_base> make_simple_acquire(const lock_core_ptr& core, acquire_mode mode,
+                                                     asio::any_completion_handler<void(error_code)> handler);
+
+}  // namespace dlock::zk::detail

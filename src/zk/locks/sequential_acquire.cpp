@@ -1,0 +1,161 @@
+// The Asio shell of the recipe: executes acquire_machine's actions on the
+// client and feeds the replies back. No decision is taken here.
+#include "lock_core.hpp"
+
+#include <dlock/zk/error.hpp>
+
+#include <boost/asio/error.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include <optional>
+
+namespace dlock::zk::detail {
+namespace {
+
+using action = acquire_machine::action;
+
+class sequential_acquire_op final : public acquire_op_base {
+ public:
+  sequential_acquire_op(lock_core_ptr core, acquire_mode mode, asio::any_completion_handler<void(error_code)> handler)
+      : acquire_op_base(std::move(core), std::move(handler)),
+        machine_({core_->role, core_->path, mode != acquire_mode::try_once, core_->options.retry}, make_guid()) {}
+
+  void cancel(error_code reason) override {
+    if (completed()) return;
+    if (!machine_.cancel(reason)) return;
+    // Interrupt what we wait on; its completion then drives the cleanup.
+    if (current_ == action::wait) watch_.cancel();
+    if (current_ == action::backoff && timer_) timer_->cancel();
+  }
+
+ private:
+  template <class F>
+  asio::executor_binder<std::decay_t<F>, asio::any_io_executor> on_strand(F&& f) {
+    return asio::bind_executor(core_->strand, std::forward<F>(f));
+  }
+
+  void run() override { run(machine_.start()); }
+
+  void run(action next) {
+    current_ = next;
+    if (!completed()) core_->own_path = machine_.own_path();  // visible as node_path() while acquiring
+    auto& zk = core_->zk;
+    auto self = shared();
+    switch (next) {
+      case action::ensure_path:
+        return ensure_path();
+      case action::create_and_list:
+        return create_and_list();
+      case action::list:
+        zk.get_children(machine_.lock_path(),
+                        on_strand([self](error_code ec, std::vector<std::string> children, zk::stat) {
+                          self->run(self->machine_.on_listed({classify(ec), ec}, children));
+                        }));
+        return;
+      case action::check_owner:
+        zk.exists(machine_.target_path(), on_strand([self](error_code ec, std::optional<zk::stat> st) {
+                    if (!ec && !st) ec = zk::error::no_node;
+                    auto owner = st ? st->ephemeral_owner : 0;
+                    auto czxid = st ? st->czxid : 0;
+                    self->run(self->machine_.on_owner({classify(ec), ec}, owner, czxid, self->core_->zk.session_id()));
+                  }));
+        return;
+      case action::watch:
+        // `get` with a watch registers nothing when the node is already gone.
+        zk.get(machine_.target_path(), watch_, on_strand([self](error_code ec, std::string, zk::stat) {
+                 self->run(self->machine_.on_watch_set({classify(ec), ec}));
+               }));
+        return;
+      case action::wait:
+        watch_.wait(on_strand([self](error_code ec, watch_event) {
+          self->run(self->machine_.on_watch_fired({classify(ec), ec}));
+        }));
+        return;
+      case action::remove:
+        watch_.cancel();  // a watch armed before a cancel is not wanted any more
+        zk.remove(machine_.target_path(), -1, on_strand([self](error_code ec) {
+                    self->run(self->machine_.on_removed({classify(ec), ec}));
+                  }));
+        return;
+      case action::backoff:
+        // Only the cleanup of our node is left: the caller need not wait for
+        // a reconnection; the cleanup goes on in the background.
+        if (machine_.cleaning() && machine_.cancelled()) complete(machine_.result());
+        if (!timer_) timer_.emplace(core_->strand);
+        timer_->expires_after(machine_.delay());
+        timer_->async_wait(on_strand([self](error_code) { self->run(self->machine_.on_backoff_done()); }));
+        return;
+      case action::done:
+        return finish();
+    }
+  }
+
+  // Create every missing ancestor as a container, pipelined: replies come in
+  // order, so the last one says whether the lock path exists now.
+  void ensure_path() {
+    auto prefixes = path_prefixes(machine_.lock_path());
+    pending_ = prefixes.size();
+    ensure_error_ = {};
+    for (auto& prefix : prefixes) {
+      core_->zk.create(std::move(prefix), {}, create_mode::container,
+                       on_strand([self = shared()](error_code ec, zk::created) {
+                         if (ec && ec != zk::error::node_exists && !self->ensure_error_) self->ensure_error_ = ec;
+                         if (--self->pending_ == 0)
+                           self->run(self->machine_.on_ensured({classify(self->ensure_error_), self->ensure_error_}));
+                       }));
+    }
+  }
+
+  // The listing is sent right behind the create: one session's requests run
+  // in order, so it already holds our node. One round trip when uncontended.
+  void create_and_list() {
+    pending_ = 2;
+    auto self = shared();
+    core_->zk.create(machine_.create_path(), core_->options.identifier, create_mode::ephemeral_sequential,
+                     on_strand([self](error_code ec, zk::created made) {
+                       self->create_ec_ = ec;
+                       self->created_ = std::move(made);
+                       self->on_pipelined();
+                     }));
+    core_->zk.get_children(machine_.lock_path(),
+                           on_strand([self](error_code ec, std::vector<std::string> children, zk::stat) {
+                             self->list_ec_ = ec;
+                             self->children_ = std::move(children);
+                             self->on_pipelined();
+                           }));
+  }
+
+  void on_pipelined() {
+    if (--pending_ != 0) return;
+    run(machine_.on_created({classify(create_ec_), create_ec_}, created_.path, created_.stat.czxid,
+                            {classify(list_ec_), list_ec_}, children_));
+  }
+
+  void finish() {
+    auto ec = machine_.result();
+    if (!ec && !completed()) core_->on_acquired(machine_.own_path(), machine_.fencing_token());
+    complete(ec);
+  }
+
+  std::shared_ptr<sequential_acquire_op> shared() {
+    return std::static_pointer_cast<sequential_acquire_op>(shared_from_this());
+  }
+
+  acquire_machine machine_;
+  zk::watch watch_;
+  std::optional<asio::steady_timer> timer_;
+  action current_ = action::done;
+  std::size_t pending_ = 0;
+  error_code create_ec_, list_ec_, ensure_error_;
+  zk::created created_;
+  std::vector<std::string> children_;
+};
+
+}  // namespace
+
+std::shared_ptr<acquire_op_base> make_sequential_acquire(const lock_core_ptr& core, acquire_mode mode,
+                                                         asio::any_completion_handler<void(error_code)> handler) {
+  return std::make_shared<sequential_acquire_op>(core, mode, std::move(handler));
+}
+
+}  // namespace dlock::zk::detail
