@@ -1,0 +1,148 @@
+// A lock held on a majority of N independent Redis masters (Redlock).
+//
+// The algorithm (the Redis "distlock" document), as done here:
+//  1. Read the monotonic clock, then send `SET key token NX PX ttl` to all N
+//     masters at once over their pipelined connections: one round trip, not N.
+//     Each master gets `master_timeout` (tens of ms, far below the TTL) to answer.
+//  2. The lock is held when a majority (N/2 + 1) said yes and
+//     validity = ttl - elapsed - (ttl * drift_factor + 2 ms) is positive. The
+//     decision is taken as soon as it is known; slow masters are not waited for.
+//  3. A failed attempt releases the key on *all* masters (a SET may have landed
+//     without its answer reaching us), then waits retry_delay +/- retry_jitter
+//     and tries again, until `retry_count` or `wait_limit` runs out. Retries of
+//     one `lock()` reuse its token, and a key already holding that token counts
+//     as ours (its TTL refreshed), so a late leftover never blocks a retry.
+//
+// Assumptions (the algorithm is only as safe as these):
+//  - Clocks of the client and the masters advance at about the same rate:
+//    drift is bounded by drift_factor (default 1%) plus 2 ms.
+//  - A master that runs without persistence (or with fsync off) must stay down
+//    for at least one TTL before it restarts empty: otherwise it forgets our key
+//    and a second client can reach a majority. Delay restarts, or enable AOF
+//    with `appendfsync always`.
+//  - The masters are independent (no replication between them).
+//  - Redis gives no fencing token: a holder paused past its validity (GC,
+//    SIGSTOP, a long page fault) cannot be stopped from writing after someone
+//    else took the lock. When that matters, use the ZooKeeper locks
+//    (dlock::zk), whose znode sequence numbers and zxids fence writers.
+//  - N should be odd. An even N works but is wasteful: 4 masters tolerate one
+//    failure, like 3 do.
+//
+// Wire compatibility: each key holds the plain token written by SET NX PX;
+// release is compare-and-DEL and extend compare-and-PEXPIRE, the scheme of
+// redsync and node-redlock, so mixed fleets can share one Redlock.
+//
+// Thread safety: all work runs on a strand made from the executor given to the
+// constructor; completions run on the handler's associated executor (by
+// default that strand). Do not start two operations on one redlock at once.
+#pragma once
+
+#include <dlock/config.hpp>
+#include <dlock/error.hpp>
+#include <dlock/lock_loss.hpp>
+#include <dlock/redis/connection.hpp>
+#include <dlock/redis/detail/redlock_options.hpp>
+
+#include <boost/asio/any_completion_handler.hpp>
+#include <boost/asio/async_result.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace dlock::redis {
+
+namespace detail {
+class redlock_impl;
+}
+
+class redlock {
+ public:
+  /// One connection per master. Throws `boost::system::system_error`
+  /// (`dlock::error::invalid_argument`, with the reason in `what()`) for zero
+  /// masters, an empty key, ttl <= 0, drift_factor outside [0, 1) and other
+  /// bad options: nothing is sent.
+  redlock(asio::any_io_executor executor, std::vector<std::shared_ptr<connection>> masters,
+          std::string key, redlock_options options = {});
+  /// Releases a held lock in the background (its keys would otherwise live
+  /// until the TTL ends).
+  ~redlock();
+  redlock(const redlock&) = delete;
+  redlock& operator=(const redlock&) = delete;
+
+  using executor_type = asio::any_io_executor;
+  /// The strand every operation runs on.
+  executor_type get_executor() const noexcept;
+
+  /// Acquires, retrying as the options say. Fails with `dlock::error::taken`
+  /// (a majority is held by others), `no_quorum` (too many masters failed or
+  /// timed out), `expired` (no validity left when the majority answered) or
+  /// `already_held`. `last_outcomes()` tells what each master answered.
+  /// Cancellation (terminal or partial) leaves no key behind.
+  /// Signature `void(error_code)`.
+  template <class Token = default_token>
+  auto lock(Token&& token = {}) {
+    return asio::async_initiate<Token, void(error_code)>(
+        [this](auto handler) { start_lock(handler0(std::move(handler)), true); }, token);
+  }
+
+  /// One attempt, no retries. Same errors as `lock()`.
+  template <class Token = default_token>
+  auto try_lock(Token&& token = {}) {
+    return asio::async_initiate<Token, void(error_code)>(
+        [this](auto handler) { start_lock(handler0(std::move(handler)), false); }, token);
+  }
+
+  /// Compare-and-delete on all masters at once. Completes as soon as a
+  /// majority released our key (the lock is free for others), with how many
+  /// masters had released it by then; the slower masters' releases still run
+  /// in the background, up to the per-master timeout. The error is `not_owned`
+  /// when a majority no longer held our token (expired or taken over),
+  /// `no_quorum` when too many masters could not be reached, `not_held` when
+  /// nothing is held. Not cancellable: cleanup always runs.
+  /// Signature `void(error_code, std::size_t)`.
+  template <class Token = default_token>
+  auto unlock(Token&& token = {}) {
+    return asio::async_initiate<Token, void(error_code, std::size_t)>(
+        [this](auto handler) { start_unlock(handler_count(std::move(handler))); }, token);
+  }
+
+  /// Compare-and-PEXPIRE to `ttl` on all masters at once. Succeeds with a
+  /// majority and a positive new validity; otherwise the lock is lost (the
+  /// loss signal fires, the keys are released) and the error is
+  /// `dlock::error::lost`. Signature `void(error_code)`.
+  template <class Token = default_token>
+  auto extend(std::chrono::milliseconds ttl, Token&& token = {}) {
+    return asio::async_initiate<Token, void(error_code)>(
+        [this](auto handler, std::chrono::milliseconds t) { start_extend(t, handler0(std::move(handler))); },
+        token, ttl);
+  }
+
+  /// True between a successful `lock()` and `unlock()` or loss.
+  bool held() const noexcept;
+  /// Time the lock is still safe to use: ttl - (now - time the last SET or
+  /// extend was sent) - drift. Zero when not held.
+  std::chrono::milliseconds validity() const noexcept;
+  /// Tells the holder when the lock is lost (failed extension, validity ran out).
+  lock_loss& loss() noexcept;
+  /// What each master answered in the last attempt, in master order, e.g.
+  /// "127.0.0.1:6379=ok 127.0.0.1:6380=timed_out ...", for logs.
+  std::string last_outcomes() const;
+  /// The token of the current (or last) acquisition: 16 random bytes as hex.
+  std::string token() const;
+  const std::string& key() const noexcept;
+  std::size_t masters() const noexcept;
+
+ private:
+  using handler0 = asio::any_completion_handler<void(error_code)>;
+  using handler_count = asio::any_completion_handler<void(error_code, std::size_t)>;
+  void start_lock(handler0 handler, bool retry);
+  void start_unlock(handler_count handler);
+  void start_extend(std::chrono::milliseconds ttl, handler0 handler);
+
+  std::shared_ptr<detail::redlock_impl> impl_;
+};
+
+}  // namespace dlock::redis

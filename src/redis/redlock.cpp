@@ -1,0 +1,323 @@
+// The Asio shell of the Redlock: attempts, retries, extension, release.
+// The decisions are made by redlock_round (detail/redlock_round.hpp).
+#include <dlock/redis/redlock.hpp>
+
+#include "redlock_fanout.hpp"
+
+#include <dlock/log.hpp>
+#include <dlock/redis/detail/token.hpp>
+
+#include <boost/asio/post.hpp>
+#include <boost/system/system_error.hpp>
+
+#include <optional>
+
+namespace dlock::redis {
+namespace detail {
+namespace {
+
+using std::chrono::milliseconds;
+using handler0 = asio::any_completion_handler<void(error_code)>;
+
+class lock_op;
+
+/// One attempt: `SET key token NX GET PX ttl` on every master. GET makes the
+/// server say whose token is there, so a key already holding ours (a late
+/// leftover of an earlier attempt) is recognised and its TTL refreshed by a
+/// compare-and-PEXPIRE, instead of blocking the attempt.
+class acquire_attempt final : public fanout {
+ public:
+  acquire_attempt(std::shared_ptr<redlock_impl> owner, std::shared_ptr<lock_op> op)
+      : fanout(std::move(owner)),
+        round_(owner_->masters.size(), owner_->options.ttl, owner_->options.drift_factor,
+               redlock_clock::now()),
+        op_(std::move(op)),
+        generation_(owner_->generation),
+        refreshing_(owner_->masters.size(), false) {}
+
+  void start() {
+    command set{"SET", owner_->key, owner_->token, "NX", "GET", "PX"};
+    set.arg(owner_->options.ttl.count());
+    for (std::size_t i = 0; i < owner_->masters.size(); ++i) send(i, set);
+    arm_deadline();
+  }
+
+  /// The lock() was cancelled: forget it, abandon what is still pending.
+  void abandon() {
+    op_.reset();
+    abandon_pending();
+  }
+
+  const redlock_round& round() const noexcept { return round_; }
+
+ private:
+  void on_answer(std::size_t index, error_code ec, reply answer) override;
+  void on_deadline() override {
+    bool was_decided = round_.decided();
+    round_.time_out_pending(redlock_clock::now());
+    if (!was_decided) decided();
+  }
+  void decided();
+  master_outcome classify(std::size_t index, error_code ec, const reply& answer);
+
+  redlock_round round_;
+  std::shared_ptr<lock_op> op_;
+  std::uint64_t generation_;
+  std::vector<bool> refreshing_;
+};
+
+/// One `lock()` or `try_lock()`: attempts, cleanups and pauses until it holds
+/// the lock, gives up, or is cancelled.
+class lock_op : public std::enable_shared_from_this<lock_op> {
+ public:
+  lock_op(std::shared_ptr<redlock_impl> owner, handler0 handler, bool retry)
+      : owner_(std::move(owner)),
+        handler_(std::move(handler)),
+        retry_(owner_->options, redlock_clock::now()),
+        retry_enabled_(retry),
+        pause_(owner_->strand) {}
+
+  // Called on the initiating thread: a cancellation is forwarded to the strand.
+  void bind_cancellation() {
+    slot_ = asio::get_associated_cancellation_slot(handler_);
+    if (!slot_.is_connected()) return;
+    std::weak_ptr<lock_op> weak = weak_from_this();
+    auto strand = owner_->strand;
+    slot_.assign([weak, strand](asio::cancellation_type_t type) {
+      if (!(type & (asio::cancellation_type::terminal | asio::cancellation_type::partial))) return;
+      asio::post(strand, [weak] {
+        if (auto self = weak.lock()) self->cancel();
+      });
+    });
+  }
+
+  void start() {
+    if (owner_->state == hold_state::held || owner_->state == hold_state::acquiring)
+      return complete(dlock::error::already_held);
+    owner_->state = hold_state::acquiring;
+    owner_->token = make_token();  // never reused; kept across this lock()'s retries
+    attempt();
+  }
+
+  void on_decided(acquire_attempt& attempt) {
+    if (!handler_ || &attempt != current_.get()) return;
+    current_.reset();
+    const auto& round = attempt.round();
+    if (round.state() == round_state::acquired) {
+      owner_->begin_hold(round.start(), owner_->options.ttl);
+      return complete(error_code{});
+    }
+    owner_->release_in_background();  // every master: a SET may have landed unseen
+    auto failure = round.failure();
+    if (dlock::detail::log_enabled(log_level::debug))
+      dlock::detail::log(log_level::debug, "redlock " + owner_->key + ": attempt failed (" + failure.message() +
+                                "): " + owner_->last_outcomes);
+    auto pause = retry_enabled_ ? retry_.next(redlock_clock::now(), owner_->random_unit())
+                                : std::optional<milliseconds>{};
+    if (!pause) {
+      owner_->state = hold_state::idle;
+      return complete(failure);
+    }
+    pause_.expires_after(*pause);
+    pause_.async_wait([self = shared_from_this()](error_code ec) {
+      if (!ec && self->handler_) self->attempt();
+    });
+  }
+
+ private:
+  void attempt() {
+    ++owner_->generation;
+    current_ = std::make_shared<acquire_attempt>(owner_, shared_from_this());
+    current_->start();
+  }
+
+  // Cleanup runs on handlers of its own: the caller's cancellation never reaches it.
+  void cancel() {
+    if (!handler_) return;
+    if (current_) {
+      current_->abandon();
+      current_.reset();
+      owner_->release_in_background();
+    }
+    pause_.cancel();
+    owner_->state = hold_state::idle;
+    complete(asio::error::operation_aborted);
+  }
+
+  void complete(error_code ec) {
+    if (slot_.is_connected()) slot_.clear();
+    complete_later(owner_->strand, std::move(handler_), ec);
+  }
+
+  std::shared_ptr<redlock_impl> owner_;
+  handler0 handler_;
+  asio::cancellation_slot slot_;
+  redlock_retry retry_;
+  bool retry_enabled_;
+  asio::steady_timer pause_;
+  std::shared_ptr<acquire_attempt> current_;
+};
+
+master_outcome acquire_attempt::classify(std::size_t index, error_code ec, const reply& answer) {
+  if (ec) return master_outcome::failed;
+  if (refreshing_[index])  // the answer of the compare-and-PEXPIRE
+    return answer.is_integer() && answer.integer() == 1 ? master_outcome::already_ours
+                                                        : master_outcome::taken;
+  if (answer.is_nil()) return master_outcome::ok;
+  if (answer.is_bulk() && answer.string() == owner_->token) return master_outcome::pending;
+  return master_outcome::taken;
+}
+
+void acquire_attempt::on_answer(std::size_t index, error_code ec, reply answer) {
+  auto outcome = classify(index, ec, answer);
+  if (outcome == master_outcome::pending) {  // our own leftover: refresh its TTL
+    refreshing_[index] = true;
+    auto ttl = std::to_string(owner_->options.ttl.count());
+    auto tail = connection::eval_tail({std::string_view(owner_->key)},
+                                      {std::string_view(owner_->token), std::string_view(ttl)});
+    send_eval(index, extend_script(), tail);
+    return;
+  }
+  bool was_decided = round_.decided();
+  round_.record(index, outcome, redlock_clock::now());
+  if (!was_decided && round_.decided()) return decided();
+  // A yes after the round failed: release it again, unless a newer attempt
+  // (same token) has started and might own that key by now.
+  if (round_.needs_late_release(index) && owner_->generation == generation_ &&
+      owner_->state == hold_state::acquiring)
+    owner_->release_in_background({index});
+}
+
+void acquire_attempt::decided() {
+  owner_->note_outcomes(round_);
+  if (op_) op_->on_decided(*this);
+}
+
+// ------------------------------------------------------------------ extend_op
+
+/// Compare-and-PEXPIRE on every master, decided at the majority.
+class extend_op final : public fanout {
+ public:
+  extend_op(std::shared_ptr<redlock_impl> owner, milliseconds ttl, handler0 handler)
+      : fanout(std::move(owner)),
+        round_(owner_->masters.size(), ttl, owner_->options.drift_factor, redlock_clock::now()),
+        ttl_(ttl),
+        hold_id_(owner_->hold_id),
+        handler_(std::move(handler)) {}
+
+  void start() {
+    auto ttl = std::to_string(ttl_.count());
+    auto tail = connection::eval_tail({std::string_view(owner_->key)},
+                                      {std::string_view(owner_->token), std::string_view(ttl)});
+    for (std::size_t i = 0; i < owner_->masters.size(); ++i) send_eval(i, extend_script(), tail);
+    arm_deadline();
+  }
+
+ private:
+  void on_answer(std::size_t index, error_code ec, reply answer) override {
+    auto outcome = ec ? master_outcome::failed
+                 : (answer.is_integer() && answer.integer() == 1) ? master_outcome::ok
+                                                                  : master_outcome::taken;
+    bool was_decided = round_.decided();
+    round_.record(index, outcome, redlock_clock::now());
+    if (!was_decided && round_.decided()) decided();
+  }
+  void on_deadline() override {
+    bool was_decided = round_.decided();
+    round_.time_out_pending(redlock_clock::now());
+    if (!was_decided) decided();
+  }
+  void decided() {
+    if (owner_->hold_id != hold_id_ || owner_->state != hold_state::held)
+      return complete(dlock::error::not_held);  // released or lost meanwhile
+    owner_->note_outcomes(round_);
+    if (round_.state() == round_state::acquired) {
+      owner_->renew_hold(round_.start(), ttl_);
+      return complete(error_code{});
+    }
+    owner_->lose(make_error_code(dlock::error::lost));
+    complete(dlock::error::lost);
+  }
+  void complete(error_code ec) { complete_later(owner_->strand, std::move(handler_), ec); }
+
+  redlock_round round_;
+  milliseconds ttl_;
+  std::uint64_t hold_id_;
+  handler0 handler_;
+};
+
+}  // namespace
+
+void start_extend(std::shared_ptr<redlock_impl> owner, milliseconds ttl, handler0 handler) {
+  if (owner->state != hold_state::held)
+    return complete_later(owner->strand, std::move(handler), make_error_code(dlock::error::not_held));
+  if (ttl <= milliseconds::zero() || owner->options.master_timeout >= ttl)
+    return complete_later(owner->strand, std::move(handler),
+                          make_error_code(dlock::error::invalid_argument));
+  auto op = std::make_shared<extend_op>(std::move(owner), ttl, std::move(handler));
+  op->start();
+}
+
+}  // namespace detail
+
+// --------------------------------------------------------------------- redlock
+
+redlock::redlock(asio::any_io_executor executor, std::vector<std::shared_ptr<connection>> masters,
+                 std::string key, redlock_options options) {
+  for (const auto& master : masters)
+    if (!master) throw boost::system::system_error(dlock::error::invalid_argument, "redlock: a master is null");
+  auto reason = detail::redlock_invalid_reason(options, masters.size(), key);
+  if (!reason.empty())
+    throw boost::system::system_error(dlock::error::invalid_argument, std::string(reason));
+  impl_ = std::make_shared<detail::redlock_impl>(std::move(executor), std::move(masters), std::move(key),
+                                                 options);
+}
+
+redlock::~redlock() {
+  asio::post(impl_->strand, [impl = impl_] {
+    if (impl->state == detail::hold_state::held || impl->state == detail::hold_state::lost)
+      impl->end_hold([impl](error_code) { impl->release_in_background(); });
+  });
+}
+
+redlock::executor_type redlock::get_executor() const noexcept { return impl_->strand; }
+
+void redlock::start_lock(handler0 handler, bool retry) {
+  auto op = std::make_shared<detail::lock_op>(impl_, std::move(handler), retry);
+  op->bind_cancellation();
+  asio::post(impl_->strand, [op] { op->start(); });
+}
+
+void redlock::start_unlock(handler_count handler) {
+  asio::post(impl_->strand, [impl = impl_, h = std::move(handler)]() mutable {
+    if (impl->state != detail::hold_state::held && impl->state != detail::hold_state::lost)
+      return detail::complete_later(impl->strand, std::move(h),
+                                    make_error_code(dlock::error::not_held), std::size_t{0});
+    // No extension may land after the release: wait for one in flight.
+    impl->end_hold(asio::any_completion_handler<void(error_code)>(
+        [impl, h = std::move(h)](error_code) mutable {
+          auto op = std::make_shared<detail::release_fanout>(impl, impl->token, std::move(h));
+          op->start();
+        }));
+  });
+}
+
+void redlock::start_extend(std::chrono::milliseconds ttl, handler0 handler) {
+  asio::post(impl_->strand, [impl = impl_, ttl, h = std::move(handler)]() mutable {
+    detail::start_extend(impl, ttl, std::move(h));
+  });
+}
+
+bool redlock::held() const noexcept { return impl_->state == detail::hold_state::held; }
+
+std::chrono::milliseconds redlock::validity() const noexcept {
+  return impl_->validity(detail::redlock_clock::now());
+}
+
+lock_loss& redlock::loss() noexcept { return impl_->loss; }
+std::string redlock::last_outcomes() const { return impl_->last_outcomes; }
+std::string redlock::token() const { return impl_->token; }
+const std::string& redlock::key() const noexcept { return impl_->key; }
+std::size_t redlock::masters() const noexcept { return impl_->masters.size(); }
+
+}  // namespace dlock::redis

@@ -1,0 +1,258 @@
+#include "redlock_fanout.hpp"
+
+#include <dlock/log.hpp>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+namespace dlock::redis::detail {
+
+using std::chrono::milliseconds;
+
+const script& release_script() {
+  static const script s(
+      "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end");
+  return s;
+}
+
+const script& extend_script() {
+  static const script s(
+      "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) "
+      "else return 0 end");
+  return s;
+}
+
+// ---------------------------------------------------------------- redlock_impl
+
+redlock_impl::redlock_impl(asio::any_io_executor executor, std::vector<std::shared_ptr<connection>> m,
+                           std::string k, redlock_options o)
+    : strand(asio::make_strand(executor)),
+      masters(std::move(m)),
+      key(std::move(k)),
+      options(o),
+      loss(strand),
+      validity_timer_(strand),
+      extender_(strand, loss),
+      random_(std::random_device{}()) {
+  names.reserve(masters.size());
+  for (const auto& master : masters) {
+    const auto& opts = master->get_options();
+    names.push_back(opts.host + ':' + std::to_string(opts.port));
+  }
+}
+
+milliseconds redlock_impl::validity(redlock_clock::time_point now) const noexcept {
+  if (state != hold_state::held) return milliseconds::zero();
+  return std::max(milliseconds::zero(),
+                  redlock_validity(held_ttl, options.drift_factor, held_start, now));
+}
+
+void redlock_impl::begin_hold(redlock_clock::time_point start, milliseconds ttl) {
+  state = hold_state::held;
+  ++hold_id;
+  held_start = start;
+  held_ttl = ttl;
+  loss.arm();
+  arm_validity_timer();
+  if (options.auto_extend) start_auto_extend();
+}
+
+void redlock_impl::renew_hold(redlock_clock::time_point start, milliseconds ttl) {
+  held_start = start;
+  held_ttl = ttl;
+  arm_validity_timer();
+}
+
+void redlock_impl::lose(error_code why) {
+  if (state != hold_state::held) return;
+  state = hold_state::lost;
+  ++hold_id;
+  validity_timer_.cancel();
+  extender_.stop([](error_code) {});
+  if (dlock::detail::log_enabled(log_level::warning))
+    dlock::detail::log(log_level::warning, "redlock " + key + ": lost (" + why.message() + "); " + last_outcomes);
+  loss.fire(why);
+  release_in_background();
+}
+
+void redlock_impl::end_hold(asio::any_completion_handler<void(error_code)> then) {
+  state = hold_state::idle;
+  ++hold_id;
+  validity_timer_.cancel();
+  loss.disarm();
+  extender_.stop(std::move(then));
+}
+
+// The holder is told the moment the validity it was given runs out, whether
+// or not anyone extends it: past that point another client may hold the lock.
+void redlock_impl::arm_validity_timer() {
+  validity_timer_.expires_at(held_start + held_ttl - redlock_drift(held_ttl, options.drift_factor));
+  std::weak_ptr<redlock_impl> weak = weak_from_this();
+  auto id = hold_id;
+  validity_timer_.async_wait([weak, id](error_code ec) {
+    auto self = weak.lock();
+    if (ec || !self || self->hold_id != id) return;
+    self->lose(make_error_code(dlock::error::lost));
+  });
+}
+
+namespace {
+
+template <class Token>
+auto async_extend(std::shared_ptr<redlock_impl> owner, milliseconds ttl, Token&& token) {
+  return asio::async_initiate<Token, void(error_code)>(
+      [](auto handler, std::shared_ptr<redlock_impl> o, milliseconds t) {
+        start_extend(std::move(o), t, asio::any_completion_handler<void(error_code)>(std::move(handler)));
+      },
+      token, std::move(owner), ttl);
+}
+
+// One step of the shared auto-extension driver: a Redlock extend round.
+asio::awaitable<extend_outcome> auto_extend_step(std::weak_ptr<redlock_impl> weak) {
+  auto self = weak.lock();
+  if (!self) co_return extend_outcome{make_error_code(dlock::error::not_held), {}};
+  auto ttl = self->options.ttl;
+  auto [ec] = co_await async_extend(self, ttl, asio::as_tuple(asio::use_awaitable));
+  extend_outcome outcome{ec, {}};
+  if (!ec)
+    outcome.valid_until =
+        self->held_start + self->held_ttl - redlock_drift(self->held_ttl, self->options.drift_factor);
+  co_return outcome;
+}
+
+}  // namespace
+
+void redlock_impl::start_auto_extend() {
+  auto_extend_settings settings{options.ttl, options.extend_fraction, options.max_hold};
+  auto valid_until = held_start + held_ttl - redlock_drift(held_ttl, options.drift_factor);
+  std::weak_ptr<redlock_impl> weak = weak_from_this();
+  extender_.start(settings, held_start, valid_until, [weak] { return auto_extend_step(weak); });
+}
+
+void redlock_impl::release_in_background(std::vector<std::size_t> which) {
+  auto op = std::make_shared<release_fanout>(shared_from_this(), token);
+  op->start(std::move(which));
+}
+
+void redlock_impl::note_outcomes(const redlock_round& round) {
+  last_outcomes.clear();
+  for (std::size_t i = 0; i < round.masters(); ++i) {
+    if (i) last_outcomes += ' ';
+    last_outcomes += names[i];
+    last_outcomes += '=';
+    last_outcomes += to_string(round.outcome(i));
+  }
+}
+
+double redlock_impl::random_unit() {
+  return std::uniform_real_distribution<double>(0.0, 1.0)(random_);
+}
+
+// ---------------------------------------------------------------------- fanout
+
+struct fanout::answer_handler {
+  std::shared_ptr<fanout> op;
+  std::size_t index;
+
+  using executor_type = asio::any_io_executor;
+  executor_type get_executor() const noexcept { return op->strand(); }
+  using cancellation_slot_type = asio::cancellation_slot;
+  cancellation_slot_type get_cancellation_slot() const noexcept { return op->slot(index); }
+
+  void operator()(error_code ec, reply answer) { op->arrive(index, ec, std::move(answer)); }
+};
+
+fanout::fanout(std::shared_ptr<redlock_impl> owner)
+    : owner_(std::move(owner)),
+      signals_(new asio::cancellation_signal[owner_->masters.size()]),
+      in_flight_(owner_->masters.size(), false),
+      deadline_(owner_->strand) {}
+
+void fanout::track(std::size_t index) {
+  if (!in_flight_[index]) {
+    in_flight_[index] = true;
+    ++pending_;
+  }
+}
+
+void fanout::send(std::size_t index, const command& cmd) {
+  track(index);
+  owner_->masters[index]->exec(cmd, answer_handler{shared_from_this(), index});
+}
+
+void fanout::send_eval(std::size_t index, const script& s, const command& tail) {
+  track(index);
+  owner_->masters[index]->eval(s, tail, answer_handler{shared_from_this(), index});
+}
+
+void fanout::arm_deadline() {
+  deadline_.expires_after(owner_->options.master_timeout);
+  deadline_.async_wait([self = shared_from_this()](error_code ec) {
+    if (ec || self->pending_ == 0) return;
+    self->deadline_passed_ = true;
+    self->on_deadline();
+    self->abandon_pending();
+  });
+}
+
+// Cancellation is emitted on the connection's own strand, as it asks; the
+// abandoned command's reply (if it comes) is read and dropped by the connection.
+void fanout::abandon_pending() {
+  for (std::size_t i = 0; i < in_flight_.size(); ++i) {
+    if (!in_flight_[i]) continue;
+    asio::post(owner_->masters[i]->get_executor(), [self = shared_from_this(), i] {
+      self->signals_[i].emit(asio::cancellation_type::terminal);
+    });
+  }
+}
+
+void fanout::arrive(std::size_t index, error_code ec, reply answer) {
+  if (!in_flight_[index]) return;
+  in_flight_[index] = false;
+  --pending_;
+  on_answer(index, ec, std::move(answer));  // may send a follow-up to the same master
+  if (pending_ == 0) {
+    deadline_.cancel();
+    on_all_answered();
+  }
+}
+
+// -------------------------------------------------------------- release_fanout
+
+release_fanout::release_fanout(std::shared_ptr<redlock_impl> owner, std::string token, done_handler done)
+    : fanout(std::move(owner)), token_(std::move(token)), done_(std::move(done)) {}
+
+void release_fanout::start(std::vector<std::size_t> which) {
+  if (which.empty())
+    for (std::size_t i = 0; i < owner_->masters.size(); ++i) which.push_back(i);
+  asked_ = which.size();
+  auto tail = connection::eval_tail({std::string_view(owner_->key)}, {std::string_view(token_)});
+  for (auto i : which) send_eval(i, release_script(), tail);
+  arm_deadline();
+}
+
+void release_fanout::on_answer(std::size_t, error_code ec, reply answer) {
+  if (ec)
+    ++broken_;
+  else if (answer.is_integer() && answer.integer() == 1)
+    ++released_;
+  else
+    ++not_ours_;
+  std::size_t n = owner_->masters.size(), quorum = n / 2 + 1;
+  if (released_ >= quorum)
+    complete(error_code{});
+  else if (not_ours_ + broken_ > n - quorum)
+    complete(not_ours_ >= broken_ ? dlock::error::not_owned : dlock::error::no_quorum);
+}
+
+void release_fanout::on_all_answered() {
+  // Reached only when a subset was asked (a background release has no handler).
+  complete(released_ > 0 ? error_code{} : make_error_code(dlock::error::not_owned));
+}
+
+void release_fanout::complete(error_code ec) {
+  if (done_) complete_later(owner_->strand, std::move(done_), ec, released_);
+}
+
+}  // namespace dlock::redis::detail

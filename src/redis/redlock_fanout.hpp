@@ -1,0 +1,145 @@
+// Sending one command to every Redlock master at once, each with the
+// per-master timeout. Private to src/redis/redlock*.cpp.
+#pragma once
+
+#include <dlock/redis/connection.hpp>
+#include <dlock/redis/detail/auto_extend.hpp>
+#include <dlock/redis/detail/redlock_round.hpp>
+#include <dlock/redis/redlock.hpp>
+
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/append.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace dlock::redis::detail {
+
+enum class hold_state : std::uint8_t { idle, acquiring, held, lost };
+
+/// The shared state of one `redlock`; lives on its strand.
+class redlock_impl : public std::enable_shared_from_this<redlock_impl> {
+ public:
+  redlock_impl(asio::any_io_executor executor, std::vector<std::shared_ptr<connection>> masters,
+               std::string key, redlock_options options);
+
+  asio::any_io_executor strand;
+  std::vector<std::shared_ptr<connection>> masters;
+  std::vector<std::string> names;  // "host:port", for logs
+  std::string key;
+  redlock_options options;
+  std::string token;
+  lock_loss loss;
+
+  hold_state state = hold_state::idle;
+  std::uint64_t generation = 0;  // bumped by every attempt, so stale ones keep quiet
+  std::uint64_t hold_id = 0;     // bumped by every acquisition and release
+  redlock_clock::time_point held_start{};   // when the last SET or extend was sent
+  std::chrono::milliseconds held_ttl{0};
+  std::string last_outcomes;
+
+  std::chrono::milliseconds validity(redlock_clock::time_point now) const noexcept;
+  /// A round (acquire) succeeded: the lock is held from `start` for `ttl`.
+  void begin_hold(redlock_clock::time_point start, std::chrono::milliseconds ttl);
+  /// An extension succeeded.
+  void renew_hold(redlock_clock::time_point start, std::chrono::milliseconds ttl);
+  /// The hold is lost: tell the holder, release the keys in the background.
+  void lose(error_code why);
+  /// The hold ends by `unlock()`; `then` runs once no extension is in flight.
+  void end_hold(asio::any_completion_handler<void(error_code)> then);
+  /// Compare-and-delete on every master, on handlers that ignore any caller's cancellation.
+  void release_in_background(std::vector<std::size_t> which = {});
+  void note_outcomes(const redlock_round& round);
+  double random_unit();
+
+ private:
+  void arm_validity_timer();
+  void start_auto_extend();
+
+  asio::steady_timer validity_timer_;
+  auto_extender extender_;  // the shared driver (also used by redis::lock)
+  std::minstd_rand random_;
+};
+
+/// The scripts of the Redlock scheme (redsync / node-redlock compatible).
+const script& release_script();
+const script& extend_script();
+
+/// One command (or script) to every master; answers arrive on the redlock's
+/// strand. At the per-master timeout the masters still pending are abandoned:
+/// their handlers run with operation_aborted shortly after.
+class fanout : public std::enable_shared_from_this<fanout> {
+ public:
+  explicit fanout(std::shared_ptr<redlock_impl> owner);
+  virtual ~fanout() = default;
+  fanout(const fanout&) = delete;
+  fanout& operator=(const fanout&) = delete;
+
+  void arrive(std::size_t index, error_code ec, reply answer);
+  asio::cancellation_slot slot(std::size_t index) noexcept { return signals_[index].slot(); }
+  const asio::any_io_executor& strand() const noexcept { return owner_->strand; }
+
+ protected:
+  virtual void on_answer(std::size_t index, error_code ec, reply answer) = 0;
+  virtual void on_deadline() {}
+  virtual void on_all_answered() {}
+
+  void send(std::size_t index, const command& cmd);
+  void send_eval(std::size_t index, const script& s, const command& tail);
+  void arm_deadline();
+  void abandon_pending();
+  bool deadline_passed() const noexcept { return deadline_passed_; }
+  std::size_t pending() const noexcept { return pending_; }
+
+  std::shared_ptr<redlock_impl> owner_;
+
+ private:
+  struct answer_handler;
+  void track(std::size_t index);
+
+  std::unique_ptr<asio::cancellation_signal[]> signals_;
+  std::vector<bool> in_flight_;
+  std::size_t pending_ = 0;
+  asio::steady_timer deadline_;
+  bool deadline_passed_ = false;
+};
+
+/// Compare-and-delete on some or all masters. With a handler, it completes as
+/// soon as the outcome is known: a majority released (the lock is free), or
+/// too many masters said no or failed for that; the remaining answers are
+/// still awaited (up to the per-master timeout) but nobody waits for them.
+class release_fanout final : public fanout {
+ public:
+  using done_handler = asio::any_completion_handler<void(error_code, std::size_t)>;
+  // The handler is taken here: any_completion_handler's assignment is broken in Asio 1.81.
+  release_fanout(std::shared_ptr<redlock_impl> owner, std::string token, done_handler done = {});
+  void start(std::vector<std::size_t> which = {});
+
+ private:
+  void on_answer(std::size_t index, error_code ec, reply answer) override;
+  void on_all_answered() override;
+  void complete(error_code ec);
+
+  std::string token_;
+  done_handler done_;
+  std::size_t released_ = 0, not_ours_ = 0, broken_ = 0, asked_ = 0;
+};
+
+/// Compare-and-PEXPIRE to `ttl` on every master, deciding at the majority.
+/// Success renews the hold; failure loses it (`dlock::error::lost`).
+void start_extend(std::shared_ptr<redlock_impl> owner, std::chrono::milliseconds ttl,
+                  asio::any_completion_handler<void(error_code)> handler);
+
+/// Runs `handler(args...)` later on its associated executor (never inline).
+template <class Handler, class... Args>
+void complete_later(const asio::any_io_executor& fallback, Handler handler, Args... args) {
+  asio::post(fallback, asio::append(std::move(handler), args...));
+}
+
+}  // namespace dlock::redis::detail

@@ -1,0 +1,334 @@
+// dlock::redis::redlock against five real redis-server masters: exclusion,
+// wire compatibility with redsync / node-redlock scripts run by redis-cli,
+// extension, auto-extension, bad input.
+#include "redlock_support.hpp"
+
+#include <dlock/error.hpp>
+#include <dlock/redis/redlock.hpp>
+
+#include <boost/asio/post.hpp>
+#include <boost/system/system_error.hpp>
+
+#include <algorithm>
+#include <string>
+
+using namespace redlock_test;
+
+namespace {
+
+redis::redlock_options quick_options() {
+  redis::redlock_options o;
+  o.ttl = 5000ms;
+  o.master_timeout = 200ms;  // generous: the tests run under sanitizers on busy cores
+  return o;
+}
+
+// ---------------------------------------------------------------- basic cycle
+
+asio::awaitable<void> lock_unlock_cycle(asio::any_io_executor ex) {
+  auto masters = co_await connect_masters(ex);
+  auto key = dlock::test::unique_name("redlock-cycle");
+  redis::redlock a(ex, masters, key, quick_options());
+  redis::redlock b(ex, masters, key, quick_options());
+
+  auto lock_a = a.lock(tuple_token);
+  auto [ec] = co_await std::move(lock_a);
+  BOOST_REQUIRE_MESSAGE(!ec, ec.message() + " " + a.last_outcomes());
+  BOOST_CHECK(a.held());
+  BOOST_CHECK(a.validity() > 0ms);
+  BOOST_CHECK(a.validity() <= 5000ms);
+  BOOST_CHECK_EQUAL(a.token().size(), 32u);
+  for (std::size_t i = 0; i < 5; ++i) BOOST_CHECK_EQUAL(get_key(i, key), a.token());
+
+  auto again = a.lock(tuple_token);
+  auto [ec_again] = co_await std::move(again);
+  BOOST_CHECK(ec_again == dlock::error::already_held);
+
+  auto try_b = b.try_lock(tuple_token);
+  auto [ec_b] = co_await std::move(try_b);
+  BOOST_CHECK(ec_b == dlock::error::taken);
+  BOOST_CHECK(!b.held());
+  BOOST_CHECK_MESSAGE(b.last_outcomes().find("=taken") != std::string::npos, b.last_outcomes());
+  // b's failed attempt released only its own token: a's keys are intact.
+  for (std::size_t i = 0; i < 5; ++i) BOOST_CHECK_EQUAL(get_key(i, key), a.token());
+
+  auto unlock_a = a.unlock(tuple_token);
+  auto [ec_u, released] = co_await std::move(unlock_a);
+  BOOST_CHECK(!ec_u);
+  BOOST_CHECK_GE(released, 3u);  // completes at the majority; the rest follow
+  BOOST_CHECK(!a.held());
+  BOOST_CHECK(a.validity() == 0ms);
+  for (std::size_t i = 0; i < 5; ++i) {
+    bool gone = co_await key_gone_eventually(i, key);
+    BOOST_CHECK(gone);
+  }
+
+  auto unlock_twice = a.unlock(tuple_token);
+  auto [ec_twice, none] = co_await std::move(unlock_twice);
+  BOOST_CHECK(ec_twice == dlock::error::not_held);
+  BOOST_CHECK_EQUAL(none, 0u);
+  auto extend_free = a.extend(1000ms, tuple_token);
+  auto [ec_ext] = co_await std::move(extend_free);
+  BOOST_CHECK(ec_ext == dlock::error::not_held);
+
+  // Now b gets it, with a fresh token.
+  auto lock_b = b.lock(tuple_token);
+  auto [ec_b2] = co_await std::move(lock_b);
+  BOOST_REQUIRE(!ec_b2);
+  BOOST_CHECK(b.token() != a.token());
+  auto unlock_b = b.unlock(tuple_token);
+  co_await std::move(unlock_b);
+  close_all(masters);
+}
+
+// ------------------------------------------------------------ wire compatibility
+
+// The scripts redsync and node-redlock use, typed here by hand (not taken from dlock).
+const std::string release_by_hand =
+    "'if redis.call(\"get\",KEYS[1]) == ARGV[1] then return redis.call(\"del\",KEYS[1]) else return 0 end'";
+const std::string extend_by_hand =
+    "'if redis.call(\"GET\", KEYS[1]) == ARGV[1] then return redis.call(\"PEXPIRE\", KEYS[1], ARGV[2]) "
+    "else return 0 end'";
+
+asio::awaitable<void> wire_compatibility(asio::any_io_executor ex) {
+  auto masters = co_await connect_masters(ex);
+  auto key = dlock::test::unique_name("redlock-wire");
+  redis::redlock a(ex, masters, key, quick_options());
+  auto lock_a = a.lock(tuple_token);
+  auto [ec] = co_await std::move(lock_a);
+  BOOST_REQUIRE(!ec);
+  // The plain token, as SET NX PX wrote it, on every master.
+  for (std::size_t i = 0; i < 5; ++i) {
+    BOOST_CHECK_EQUAL(redis_cli(i, "TYPE " + key), "string");
+    BOOST_CHECK_EQUAL(get_key(i, key), a.token());
+  }
+  // Another client's extend script recognises our token...
+  BOOST_CHECK_EQUAL(redis_cli(0, "EVAL " + extend_by_hand + " 1 " + key + " " + a.token() + " 60000"), "1");
+  BOOST_CHECK_GT(std::stol(redis_cli(0, "PTTL " + key)), 10000);
+  // ...and a wrong token changes nothing.
+  BOOST_CHECK_EQUAL(redis_cli(1, "EVAL " + release_by_hand + " 1 " + key + " not-the-token"), "0");
+  // Another client's release script deletes our key on master 2.
+  BOOST_CHECK_EQUAL(redis_cli(2, "EVAL " + release_by_hand + " 1 " + key + " " + a.token()), "1");
+  BOOST_CHECK_EQUAL(redis_cli(2, "EXISTS " + key), "0");
+  // Our extend still has a majority (4 of 5) and sets the TTL everywhere it holds.
+  auto ext = a.extend(20000ms, tuple_token);
+  auto [ec_ext] = co_await std::move(ext);
+  BOOST_CHECK(!ec_ext);
+  BOOST_CHECK_GT(std::stol(redis_cli(3, "PTTL " + key)), 10000);
+  BOOST_CHECK_LE(std::stol(redis_cli(3, "PTTL " + key)), 20000);
+  BOOST_CHECK(a.validity() > 10000ms);
+  auto unlock_a = a.unlock(tuple_token);
+  auto [ec_u, released] = co_await std::move(unlock_a);
+  BOOST_CHECK(!ec_u);
+  BOOST_CHECK_GE(released, 3u);
+  for (std::size_t i = 0; i < 5; ++i) {
+    bool gone = co_await key_gone_eventually(i, key);
+    BOOST_CHECK(gone);
+  }
+
+  // A lock taken by another client (SET NX PX by hand on 3 masters) is respected,
+  // and our failed attempt neither touches it nor leaves keys on the free masters.
+  auto key2 = dlock::test::unique_name("redlock-foreign");
+  for (std::size_t i = 0; i < 3; ++i)
+    BOOST_CHECK_EQUAL(redis_cli(i, "SET " + key2 + " foreign-token NX PX 30000"), "OK");
+  redis::redlock c(ex, masters, key2, quick_options());
+  auto try_c = c.try_lock(tuple_token);
+  auto [ec_c] = co_await std::move(try_c);
+  BOOST_CHECK(ec_c == dlock::error::taken);
+  for (std::size_t i = 3; i < 5; ++i) {
+    bool gone = co_await key_gone_eventually(i, key2);
+    BOOST_CHECK(gone);
+  }
+  for (std::size_t i = 0; i < 3; ++i) BOOST_CHECK_EQUAL(get_key(i, key2), "foreign-token");
+  for (std::size_t i = 0; i < 3; ++i) redis_cli(i, "DEL " + key2);
+  close_all(masters);
+}
+
+// -------------------------------------------------------------- one master
+
+asio::awaitable<void> single_master(asio::any_io_executor ex) {
+  auto masters = co_await connect_masters(ex, 1);
+  auto key = dlock::test::unique_name("redlock-one");
+  redis::redlock a(ex, masters, key, quick_options());
+  redis::redlock b(ex, masters, key, quick_options());
+  auto lock_a = a.lock(tuple_token);
+  auto [ec] = co_await std::move(lock_a);
+  BOOST_REQUIRE(!ec);
+  auto try_b = b.try_lock(tuple_token);
+  auto [ec_b] = co_await std::move(try_b);
+  BOOST_CHECK(ec_b == dlock::error::taken);
+  auto unlock_a = a.unlock(tuple_token);
+  auto [ec_u, released] = co_await std::move(unlock_a);
+  BOOST_CHECK(!ec_u);
+  BOOST_CHECK_EQUAL(released, 1u);
+  close_all(masters);
+}
+
+// ------------------------------------------------------------ auto-extension
+
+asio::awaitable<void> auto_extension_keeps_it(asio::any_io_executor ex) {
+  auto masters = co_await connect_masters(ex);
+  auto key = dlock::test::unique_name("redlock-auto");
+  auto options = quick_options();
+  options.ttl = 600ms;
+  options.master_timeout = 100ms;
+  options.auto_extend = true;
+  redis::redlock a(ex, masters, key, options);
+  auto lock_a = a.lock(tuple_token);
+  auto [ec] = co_await std::move(lock_a);
+  BOOST_REQUIRE(!ec);
+  co_await sleep_for(3000ms);  // five TTLs
+  BOOST_CHECK(a.held());
+  BOOST_CHECK(!a.loss().lost());
+  for (std::size_t i = 0; i < 5; ++i) BOOST_CHECK_EQUAL(get_key(i, key), a.token());
+  auto unlock_a = a.unlock(tuple_token);
+  auto [ec_u, released] = co_await std::move(unlock_a);
+  BOOST_CHECK(!ec_u);
+  BOOST_CHECK_GE(released, 3u);
+  // No extension outlives unlock(): the keys stay gone.
+  co_await sleep_for(800ms);
+  for (std::size_t i = 0; i < 5; ++i) BOOST_CHECK_EQUAL(redis_cli(i, "EXISTS " + key), "0");
+  close_all(masters);
+}
+
+// Without extension the holder is told when its validity runs out.
+asio::awaitable<void> validity_runs_out(asio::any_io_executor ex) {
+  auto masters = co_await connect_masters(ex);
+  auto key = dlock::test::unique_name("redlock-expire");
+  auto options = quick_options();
+  options.ttl = 400ms;
+  options.master_timeout = 100ms;
+  redis::redlock a(ex, masters, key, options);
+  auto lock_a = a.lock(tuple_token);
+  auto [ec] = co_await std::move(lock_a);
+  BOOST_REQUIRE(!ec);
+  auto wait = a.loss().wait(tuple_token);
+  auto [why] = co_await std::move(wait);
+  BOOST_CHECK(why == dlock::error::lost);
+  BOOST_CHECK(!a.held());
+  auto unlock_a = a.unlock(tuple_token);
+  auto [ec_u, released] = co_await std::move(unlock_a);
+  BOOST_CHECK(ec_u == dlock::error::not_owned);
+  BOOST_CHECK_EQUAL(released, 0u);
+  close_all(masters);
+}
+
+// ------------------------------------------------------------ mutual exclusion
+
+struct exclusion_state {
+  int inside = 0;
+  int max_inside = 0;
+  int sections = 0;
+  int unexpected = 0;
+};
+
+asio::awaitable<void> contender(asio::any_io_executor ex, masters_t masters, std::string key,
+                                exclusion_state* state, int rounds) {
+  redis::redlock_options o;
+  o.ttl = 10000ms;
+  o.master_timeout = 500ms;
+  o.retry_count = -1;
+  o.wait_limit = 600s;
+  o.retry_delay = 30ms;
+  o.retry_jitter = 20ms;
+  redis::redlock l(ex, masters, key, o);
+  for (int done = 0; done < rounds;) {
+    auto acquire = l.lock(tuple_token);
+    auto [ec] = co_await std::move(acquire);
+    if (ec) {
+      if (ec != dlock::error::taken && ec != dlock::error::no_quorum && ec != dlock::error::expired)
+        ++state->unexpected;
+      continue;
+    }
+    state->max_inside = std::max(state->max_inside, ++state->inside);
+    ++state->sections;
+    auto yield = asio::post(ex, tuple_token);  // let every other coroutine run meanwhile
+    co_await std::move(yield);
+    --state->inside;
+    auto release = l.unlock(tuple_token);
+    auto [ec_u, released] = co_await std::move(release);
+    if (ec_u) ++state->unexpected;
+    ++done;
+  }
+}
+
+asio::awaitable<void> contenders_done(exclusion_state* state, int expected) {
+  while (state->sections < expected && state->unexpected == 0) co_await sleep_for(100ms);
+}
+
+void detached_check(std::exception_ptr e) {
+  if (e) std::rethrow_exception(e);
+}
+
+asio::awaitable<void> mutual_exclusion(asio::any_io_executor ex) {
+  constexpr int sets = 3, per_set = 32, rounds = 50;
+  auto key = dlock::test::unique_name("redlock-mutex");
+  std::vector<masters_t> connection_sets;
+  for (int s = 0; s < sets; ++s) {
+    auto set = co_await connect_masters(ex);
+    connection_sets.push_back(std::move(set));
+  }
+  exclusion_state state;
+  for (int s = 0; s < sets; ++s)
+    for (int c = 0; c < per_set; ++c)
+      asio::co_spawn(ex, contender(ex, connection_sets[s], key, &state, rounds), detached_check);
+  co_await contenders_done(&state, sets * per_set * rounds);
+  BOOST_CHECK_EQUAL(state.unexpected, 0);
+  BOOST_CHECK_EQUAL(state.max_inside, 1);
+  BOOST_CHECK_EQUAL(state.sections, sets * per_set * rounds);
+  // The contenders finish their last unlock; then close.
+  co_await sleep_for(200ms);
+  for (auto& set : connection_sets) close_all(set);
+}
+
+// ------------------------------------------------------------------- bad input
+
+bool invalid_argument(const boost::system::system_error& e) {
+  BOOST_TEST_MESSAGE("rejected: " << e.what());
+  return e.code() == dlock::error::invalid_argument && std::string(e.what()).find("redlock:") == 0;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(redlock_integration)
+
+BOOST_AUTO_TEST_CASE(lock_try_lock_unlock) { run(lock_unlock_cycle); }
+BOOST_AUTO_TEST_CASE(keys_interoperate_with_redsync_scripts) { run(wire_compatibility); }
+BOOST_AUTO_TEST_CASE(one_master_is_a_single_lock) { run(single_master); }
+BOOST_AUTO_TEST_CASE(auto_extension_holds_past_the_ttl) { run(auto_extension_keeps_it); }
+BOOST_AUTO_TEST_CASE(holder_is_told_when_validity_runs_out) { run(validity_runs_out); }
+BOOST_AUTO_TEST_CASE(mutual_exclusion_3_sets_32_coroutines_50_rounds) { run(mutual_exclusion); }
+
+BOOST_AUTO_TEST_CASE(bad_input_is_rejected_before_anything_is_sent) {
+  asio::io_context io;
+  auto ex = io.get_executor();
+  masters_t five;
+  for (std::size_t i = 0; i < 5; ++i) {
+    redis::options o;
+    o.port = 1;  // never connected: nothing may be sent
+    five.push_back(std::make_shared<redis::connection>(ex, o));
+  }
+  redis::redlock_options good;
+  BOOST_CHECK_EXCEPTION(redis::redlock(ex, {}, "k", good), boost::system::system_error, invalid_argument);
+  BOOST_CHECK_EXCEPTION(redis::redlock(ex, five, "", good), boost::system::system_error, invalid_argument);
+  auto bad = good;
+  bad.ttl = 0ms;
+  BOOST_CHECK_EXCEPTION(redis::redlock(ex, five, "k", bad), boost::system::system_error, invalid_argument);
+  bad.ttl = -100ms;
+  BOOST_CHECK_EXCEPTION(redis::redlock(ex, five, "k", bad), boost::system::system_error, invalid_argument);
+  bad = good;
+  bad.drift_factor = 1.5;
+  BOOST_CHECK_EXCEPTION(redis::redlock(ex, five, "k", bad), boost::system::system_error, invalid_argument);
+  bad.drift_factor = -0.01;
+  BOOST_CHECK_EXCEPTION(redis::redlock(ex, five, "k", bad), boost::system::system_error, invalid_argument);
+  masters_t with_null = five;
+  with_null[2] = nullptr;
+  BOOST_CHECK_EXCEPTION(redis::redlock(ex, with_null, "k", good), boost::system::system_error,
+                        invalid_argument);
+  BOOST_CHECK_NO_THROW(redis::redlock(ex, five, "k", good));
+  for (auto& c : five) BOOST_CHECK(c->stats().commands == 0);
+  close_all(five);
+  io.run();
+}
+
+BOOST_AUTO_TEST_SUITE_END()
