@@ -1,0 +1,194 @@
+// dlock::zk::client when servers die (DLOCK_ZK_ENSEMBLE): failover to another
+// member, every member down past the session timeout, forced expiry.
+#include "integration/zk_client_support.hpp"
+
+#include <dlock/zk/client.hpp>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/test/unit_test.hpp>
+
+#include <cstdlib>
+#include <set>
+#include <thread>
+#include <vector>
+
+using namespace dlock;
+using dlock::test::run_coroutine;
+using dlock::test::wait_for_state;
+using zk::create_mode;
+using zk::session_state;
+constexpr auto tuple = asio::as_tuple(asio::deferred);
+
+namespace {
+
+/// Restarts what a test killed, even when a check failed.
+struct restart_guard {
+  std::vector<std::string> names;
+  ~restart_guard() {
+    for (auto& name : names) {
+      try {
+        dlock::test::server_action("restart", name);
+      } catch (...) {
+      }
+    }
+  }
+};
+
+/// An ensemble member only answers once a quorum is up: restart them together.
+void restart_together(std::vector<std::string>& names) {
+  const char* script = std::getenv("DLOCK_SERVERS_SCRIPT");
+  BOOST_REQUIRE(script);
+  std::vector<int> status(names.size(), -1);
+  std::vector<std::thread> threads;
+  for (std::size_t i = 0; i < names.size(); ++i)
+    threads.emplace_back([&, i] { status[i] = std::system((std::string(script) + " restart " + names[i]).c_str()); });
+  for (auto& t : threads) t.join();
+  for (std::size_t i = 0; i < names.size(); ++i) BOOST_TEST(status[i] == 0, "restart " << names[i]);
+  names.clear();
+}
+
+/// Restarts every member it names together, even when a check failed.
+struct restart_all_guard {
+  std::vector<std::string> names;
+  ~restart_all_guard() {
+    try {
+      if (!names.empty()) restart_together(names);
+    } catch (...) {
+    }
+  }
+};
+
+std::string member_of(const std::string& server) {
+  auto port = static_cast<std::uint16_t>(std::stoi(server.substr(server.rfind(':') + 1)));
+  return dlock::test::zk_member_name(port);
+}
+
+asio::awaitable<void> kill_connected_member(zk::client& c, zk::client& other, std::string base) {
+  co_await c.connect();
+  co_await other.connect();
+  auto id = c.session_id();
+  co_await c.create(base, "", create_mode::persistent);
+  zk::watch pending;
+  auto [e0, absent] = co_await c.exists(base + "/flag", pending, tuple);
+  BOOST_REQUIRE(!e0);
+
+  auto member = member_of(c.current_server());
+  BOOST_TEST_MESSAGE("killing " << member << " (" << c.current_server() << ")");
+  restart_guard guard{{member}};
+  dlock::test::server_action("kill", member);
+
+  BOOST_TEST((co_await wait_for_state(c, session_state::suspended) == session_state::suspended));
+  BOOST_TEST((co_await wait_for_state(c, session_state::reconnected) == session_state::reconnected));
+  BOOST_TEST(c.session_id() == id);  // the session survived
+  BOOST_TEST(member_of(c.current_server()) != member);
+  BOOST_TEST(c.stats().reconnections == 1u);
+
+  // The watch armed before the failure still fires.
+  co_await other.create(base + "/flag", "", create_mode::ephemeral);
+  auto [e1, event] = co_await pending.wait(tuple);
+  BOOST_TEST(!e1, e1.message());
+  BOOST_TEST((event.type == zk::watch_event_type::created));
+  co_await other.close();
+  co_await c.remove(base);
+  co_await c.close();
+}
+
+asio::awaitable<void> all_members_down(zk::client& c) {
+  co_await c.connect();
+  auto id = c.session_id();
+  auto timeout = c.negotiated_session_timeout();
+  BOOST_TEST_MESSAGE("negotiated session timeout " << timeout.count() << " ms");
+  zk::watch pending;
+  co_await c.exists("/" + dlock::test::unique_name("zkc-down"), pending);
+
+  restart_all_guard guard{{"zk1", "zk2", "zk3"}};
+  for (auto& name : guard.names) dlock::test::server_action("kill", name);
+  BOOST_TEST((co_await wait_for_state(c, session_state::suspended) == session_state::suspended));
+  auto suspended_at = std::chrono::steady_clock::now();
+  BOOST_TEST((co_await wait_for_state(c, session_state::lost) == session_state::lost));
+  auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - suspended_at);
+  BOOST_TEST_MESSAGE("lost " << waited.count() << " ms after suspended (session timeout " << timeout.count() << " ms)");
+
+  restart_together(guard.names);
+  // A session again: the old one if the servers kept it, else a fresh one; the state says which.
+  while (c.state() != session_state::connected && c.state() != session_state::reconnected) {
+    auto [ec, s] = co_await c.wait_state_change(tuple);
+    BOOST_TEST_MESSAGE("state " << zk::to_string(s));
+    BOOST_REQUIRE(!ec);
+  }
+  if (c.state() == session_state::reconnected) {
+    BOOST_TEST_MESSAGE("the servers kept the old session");
+    BOOST_TEST(c.session_id() == id);
+  } else {
+    BOOST_TEST_MESSAGE("a fresh session");
+    BOOST_TEST(c.session_id() != id);
+    BOOST_TEST(c.stats().sessions_opened == 2u);
+    auto [ew, ev] = co_await pending.wait(tuple);
+    BOOST_TEST((ew == zk::error::session_expired));
+  }
+  auto [e, st] = co_await c.exists("/", tuple);  // and it works
+  BOOST_TEST(!e, e.message());
+  co_await c.close();
+}
+
+asio::awaitable<void> forced_expiry(zk::client& c, std::string hosts, std::string base) {
+  co_await c.connect();
+  auto id = c.session_id();
+  co_await c.create(base, "", create_mode::ephemeral);
+  zk::watch pending;  // on a node nobody creates: only the session's end can finish it
+  co_await c.exists(base + "-never", pending);
+
+  // A second handle on the same session, then closed: the servers end the session.
+  auto options = dlock::test::zk_options(hosts);
+  options.session_id = id;
+  options.session_password = c.session_password();
+  options.reopen_on_expiry = false;
+  zk::client intruder(co_await asio::this_coro::executor, options);
+  co_await intruder.connect();
+  BOOST_TEST(intruder.session_id() == id);
+  auto closed_at = std::chrono::steady_clock::now();
+  co_await intruder.close();
+
+  BOOST_TEST((co_await wait_for_state(c, session_state::lost) == session_state::lost));
+  auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - closed_at);
+  BOOST_TEST_MESSAGE("lost " << waited.count() << " ms after the forced close (session timeout "
+                             << c.negotiated_session_timeout().count() << " ms)");
+  auto [ew, ev] = co_await pending.wait(tuple);
+  BOOST_TEST((ew == zk::error::session_expired), ew.message() << " " << zk::to_string(ev.type));
+
+  // reopen_on_expiry (the default): a fresh session follows, and says so.
+  BOOST_TEST((co_await wait_for_state(c, session_state::connected) == session_state::connected));
+  BOOST_TEST(c.session_id() != id);
+  BOOST_TEST(c.stats().sessions_opened == 2u);
+  auto [e, st] = co_await c.exists(base, tuple);
+  BOOST_TEST(!e);
+  BOOST_TEST(!st.has_value());  // the old session's ephemeral is gone
+  co_await c.close();
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(zk_client_failover)
+
+BOOST_AUTO_TEST_CASE(killing_the_connected_member_suspends_then_reconnects_the_same_session) {
+  asio::io_context io;
+  auto options = dlock::test::zk_options(dlock::test::zk_ensemble(), std::chrono::seconds(6));
+  zk::client c(io.get_executor(), options);
+  zk::client other(io.get_executor(), options);
+  run_coroutine(io, kill_connected_member(c, other, "/" + dlock::test::unique_name("zkc-failover")));
+}
+
+BOOST_AUTO_TEST_CASE(every_member_down_past_the_session_timeout_is_lost_then_a_session_again) {
+  asio::io_context io;
+  zk::client c(io.get_executor(), dlock::test::zk_options(dlock::test::zk_ensemble(), std::chrono::seconds(2)));
+  run_coroutine(io, all_members_down(c));
+}
+
+BOOST_AUTO_TEST_CASE(forced_expiry_is_reported_as_lost) {
+  asio::io_context io;
+  auto hosts = dlock::test::zk_ensemble();
+  zk::client c(io.get_executor(), dlock::test::zk_options(hosts, std::chrono::seconds(4)));
+  run_coroutine(io, forced_expiry(c, hosts, "/" + dlock::test::unique_name("zkc-expiry")));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
