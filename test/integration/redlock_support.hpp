@@ -63,6 +63,19 @@ inline asio::awaitable<void> sleep_for(std::chrono::milliseconds d) {
   co_await std::move(op);
 }
 
+/// Waits (up to ~10 s) until `master` answers a PING: after a server restart
+/// the connection may not have noticed the loss yet, so its state alone
+/// says nothing; a failed PING makes it notice and reconnect.
+inline asio::awaitable<void> answers_again(redis::connection& master) {
+  for (int i = 0; i < 200; ++i) {
+    auto ping = master.exec(redis::command{"PING"}, tuple_token);
+    auto [ec, answer] = co_await std::move(ping);
+    if (!ec) co_return;
+    co_await sleep_for(50ms);
+  }
+  BOOST_FAIL("the master does not answer again");
+}
+
 /// Runs `body(executor)` until it and everything it started are done.
 inline void run(asio::awaitable<void> (*body)(asio::any_io_executor)) {
   asio::io_context io;

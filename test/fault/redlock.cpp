@@ -1,0 +1,213 @@
+// dlock::redis::redlock while masters are stopped (SIGSTOP), killed and
+// restarted empty. Every pause is undone by a guard, even when a check fails.
+#include "../integration/redlock_support.hpp"
+
+#include <dlock/error.hpp>
+#include <dlock/redis/redlock.hpp>
+
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <chrono>
+#include <string>
+
+using namespace redlock_test;
+
+namespace {
+
+redis::redlock_options fault_options() {
+  redis::redlock_options o;
+  o.ttl = 10000ms;
+  o.master_timeout = 100ms;
+  o.retry_count = 1;
+  o.retry_delay = 50ms;
+  o.retry_jitter = 10ms;
+  return o;
+}
+
+std::chrono::microseconds since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t);
+}
+
+// 2 of 5 stopped: a majority remains, lock() decides at it.
+asio::awaitable<void> two_stopped(asio::any_io_executor ex) {
+  auto masters = co_await connect_masters(ex);
+  auto key = dlock::test::unique_name("redlock-two-down");
+  redis::redlock a(ex, masters, key, fault_options());
+  {
+    paused stopped({3, 4});
+    auto started = std::chrono::steady_clock::now();
+    auto lock_a = a.lock(tuple_token);
+    auto [ec] = co_await std::move(lock_a);
+    BOOST_REQUIRE_MESSAGE(!ec, ec.message() + " " + a.last_outcomes());
+    // A figure for the log (the benchmark measures it properly), not a check.
+    BOOST_TEST_MESSAGE("lock() with 2 of 5 stopped took " << since(started).count()
+                                                          << " us; per-master timeout 100000 us; "
+                                                          << a.last_outcomes());
+    for (std::size_t i = 0; i < 3; ++i) BOOST_CHECK_EQUAL(get_key(i, key), a.token());
+    auto unlock_a = a.unlock(tuple_token);
+    auto [ec_u, released] = co_await std::move(unlock_a);
+    BOOST_CHECK(!ec_u);
+    BOOST_CHECK_EQUAL(released, 3u);
+  }
+  // The stopped masters got the SET (and then the release) once resumed: no key anywhere.
+  for (std::size_t i = 0; i < 5; ++i) {
+    bool gone = co_await key_gone_eventually(i, key);
+    BOOST_CHECK_MESSAGE(gone, "key left on master " << i);
+  }
+  close_all(masters);
+}
+
+// 3 of 5 stopped: no majority; lock() fails and leaves no key behind.
+asio::awaitable<void> three_stopped(asio::any_io_executor ex) {
+  auto masters = co_await connect_masters(ex);
+  auto key = dlock::test::unique_name("redlock-three-down");
+  redis::redlock a(ex, masters, key, fault_options());
+  {
+    paused stopped({2, 3, 4});
+    auto lock_a = a.lock(tuple_token);
+    auto [ec] = co_await std::move(lock_a);
+    BOOST_CHECK(ec == dlock::error::no_quorum);
+    BOOST_CHECK(!a.held());
+    BOOST_CHECK_MESSAGE(a.last_outcomes().find("=timed_out") != std::string::npos, a.last_outcomes());
+    for (std::size_t i = 0; i < 2; ++i) {
+      bool gone = co_await key_gone_eventually(i, key);
+      BOOST_CHECK_MESSAGE(gone, "key left on live master " << i);
+    }
+  }
+  for (std::size_t i = 0; i < 5; ++i) {
+    bool gone = co_await key_gone_eventually(i, key);
+    BOOST_CHECK_MESSAGE(gone, "key left on master " << i << " after resume");
+  }
+  close_all(masters);
+}
+
+// Cancelling lock() in the middle of an attempt (3 masters stopped, long
+// per-master timeout) leaves no key, on live and stopped masters alike.
+asio::awaitable<void> cancel_mid_attempt(asio::any_io_executor ex) {
+  auto masters = co_await connect_masters(ex);
+  auto key = dlock::test::unique_name("redlock-cancel");
+  auto options = fault_options();
+  options.master_timeout = 3000ms;
+  redis::redlock a(ex, masters, key, options);
+  {
+    paused stopped({2, 3, 4});
+    asio::cancellation_signal signal;
+    asio::steady_timer timer(ex, 300ms);
+    timer.async_wait([&signal](error_code) { signal.emit(asio::cancellation_type::terminal); });
+    auto lock_a = a.lock(asio::bind_cancellation_slot(signal.slot(), asio::as_tuple(asio::use_awaitable)));
+    auto [ec] = co_await std::move(lock_a);
+    BOOST_CHECK(ec == asio::error::operation_aborted);
+    BOOST_CHECK(!a.held());
+    for (std::size_t i = 0; i < 2; ++i) {
+      bool gone = co_await key_gone_eventually(i, key);
+      BOOST_CHECK_MESSAGE(gone, "key left on live master " << i);
+    }
+  }
+  for (std::size_t i = 0; i < 5; ++i) {
+    bool gone = co_await key_gone_eventually(i, key);
+    BOOST_CHECK_MESSAGE(gone, "key left on master " << i << " after resume");
+  }
+  close_all(masters);
+}
+
+// A master killed and restarted empty while a lock is held: the other four
+// still hold it, so a second client cannot reach a majority.
+//
+// The delayed-restart rule, shown: when a majority of masters (3 of 5) restart
+// empty while the lock is held, a second client *does* acquire it. This is why
+// masters without persistence must stay down for at least one TTL.
+asio::awaitable<void> restart_empty(asio::any_io_executor ex) {
+  auto masters_a = co_await connect_masters(ex);
+  auto masters_b = co_await connect_masters(ex);
+  auto key = dlock::test::unique_name("redlock-restart");
+  redis::redlock a(ex, masters_a, key, fault_options());
+  redis::redlock b(ex, masters_b, key, fault_options());
+  auto lock_a = a.lock(tuple_token);
+  auto [ec] = co_await std::move(lock_a);
+  BOOST_REQUIRE(!ec);
+
+  dlock::test::server_action("kill", dlock::test::redis_name(0));
+  dlock::test::server_action("restart", dlock::test::redis_name(0));
+  BOOST_CHECK_EQUAL(redis_cli(0, "EXISTS " + key), "0");  // restarted empty
+  co_await answers_again(*masters_b[0]);
+  auto try_b = b.try_lock(tuple_token);
+  auto [ec_b] = co_await std::move(try_b);
+  BOOST_CHECK(ec_b == dlock::error::taken);
+  BOOST_CHECK(!b.held());
+  BOOST_TEST_MESSAGE("one master restarted empty: " << b.last_outcomes());
+  bool gone = co_await key_gone_eventually(0, key);  // b released its one key
+  BOOST_CHECK(gone);
+
+  // The unsafe case: a majority restarted empty within the TTL.
+  for (std::size_t i = 1; i < 3; ++i) {
+    dlock::test::server_action("kill", dlock::test::redis_name(i));
+    dlock::test::server_action("restart", dlock::test::redis_name(i));
+  }
+  for (std::size_t i = 0; i < 3; ++i) co_await answers_again(*masters_b[i]);
+  // lock() with retries: b's connections may still be reconnecting to the restarted masters.
+  auto retrying = fault_options();
+  retrying.retry_count = 10;
+  redis::redlock b2(ex, masters_b, key, retrying);
+  auto try_b2 = b2.lock(tuple_token);
+  auto [ec_b2] = co_await std::move(try_b2);
+  BOOST_CHECK_MESSAGE(!ec_b2, "a majority restarted empty lets a second client in (" << ec_b2.message()
+                                                                                   << "): restarts must be delayed");
+  BOOST_TEST_MESSAGE("three masters restarted empty: " << b2.last_outcomes()
+                                                       << ": both clients believe they hold the lock");
+  BOOST_CHECK(a.held() && b2.held());
+  auto unlock_b = b2.unlock(tuple_token);
+  co_await std::move(unlock_b);
+  auto unlock_a = a.unlock(tuple_token);
+  co_await std::move(unlock_a);
+  close_all(masters_a);
+  close_all(masters_b);
+}
+
+// The holder's extension cannot reach a majority: it sees the loss.
+asio::awaitable<void> extension_without_majority(asio::any_io_executor ex) {
+  auto masters = co_await connect_masters(ex);
+  auto key = dlock::test::unique_name("redlock-extend-lost");
+  auto options = fault_options();
+  options.ttl = 1500ms;
+  options.auto_extend = true;
+  redis::redlock a(ex, masters, key, options);
+  auto lock_a = a.lock(tuple_token);
+  auto [ec] = co_await std::move(lock_a);
+  BOOST_REQUIRE(!ec);
+  {
+    paused stopped({0, 1, 2});
+    auto wait = a.loss().wait(tuple_token);
+    auto [why] = co_await std::move(wait);
+    BOOST_CHECK(why == dlock::error::lost);
+    BOOST_CHECK(a.loss().lost());
+    BOOST_CHECK(!a.held());
+    BOOST_TEST_MESSAGE("loss seen: " << a.last_outcomes());
+  }
+  // An explicit extend without a majority reports the loss too.
+  redis::redlock b(ex, masters, dlock::test::unique_name("redlock-extend-lost-b"), fault_options());
+  auto lock_b = b.lock(tuple_token);
+  auto [ec_b] = co_await std::move(lock_b);
+  BOOST_REQUIRE(!ec_b);
+  {
+    paused stopped({2, 3, 4});
+    auto ext = b.extend(5000ms, tuple_token);
+    auto [ec_ext] = co_await std::move(ext);
+    BOOST_CHECK(ec_ext == dlock::error::lost);
+    BOOST_CHECK(b.loss().lost());
+  }
+  close_all(masters);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(redlock_fault)
+
+BOOST_AUTO_TEST_CASE(two_of_five_stopped_still_locks) { run(two_stopped); }
+BOOST_AUTO_TEST_CASE(three_of_five_stopped_fails_and_leaves_no_key) { run(three_stopped); }
+BOOST_AUTO_TEST_CASE(cancelled_lock_leaves_no_key) { run(cancel_mid_attempt); }
+BOOST_AUTO_TEST_CASE(master_restarted_empty_does_not_admit_a_second_client) { run(restart_empty); }
+BOOST_AUTO_TEST_CASE(extension_without_a_majority_is_a_loss) { run(extension_without_majority); }
+
+BOOST_AUTO_TEST_SUITE_END()
