@@ -1,0 +1,176 @@
+// The ZooKeeper recipe's distributed FIFO queue.
+#pragma once
+
+#include <dlock/config.hpp>
+#include <dlock/zk/client.hpp>
+
+#include <boost/asio/any_completion_handler.hpp>
+#include <boost/asio/async_result.hpp>
+
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace dlock::zk {
+
+struct queue_options {
+  /// The largest item accepted. ZooKeeper drops the connection of a client
+  /// that sends a packet over its `jute.maxbuffer` (1 MiB - 1 by default), so
+  /// larger items fail here with `dlock::error::invalid_argument` before
+  /// anything is sent. The default leaves room for the request's own fields.
+  std::size_t max_item_size = 1024 * 1024 - 1024;
+  /// Node data of claim nodes (claim/ack mode): who holds a claim, for operators.
+  std::string identifier;
+};
+
+/// An item taken in claim/ack mode: it stays in the queue, claimed by this
+/// session, until `ack` removes it or `release` (or the end of the session)
+/// returns it to the queue.
+struct claimed_item {
+  std::string data;
+  std::string name;  ///< the item's node name ("qn-0000000042")
+};
+
+namespace detail {
+struct queue_state;
+using queue_state_ptr = std::shared_ptr<queue_state>;
+template <class... T>
+using queue_handler = asio::any_completion_handler<void(error_code, T...)>;
+
+void start_offer(const queue_state_ptr& q, std::string item, queue_handler<std::string> h);
+void start_poll(const queue_state_ptr& q, queue_handler<std::optional<std::string>> h);
+void start_remove(const queue_state_ptr& q, queue_handler<std::string> h);
+void start_take(const queue_state_ptr& q, queue_handler<std::string> h);
+void start_peek(const queue_state_ptr& q, queue_handler<std::optional<std::string>> h);
+void start_element(const queue_state_ptr& q, queue_handler<std::string> h);
+void start_size(const queue_state_ptr& q, queue_handler<std::size_t> h);
+void start_take_claimed(const queue_state_ptr& q, queue_handler<claimed_item> h);
+void start_ack(const queue_state_ptr& q, claimed_item item, queue_handler<> h);
+void start_release_claim(const queue_state_ptr& q, claimed_item item, queue_handler<> h);
+queue_state_ptr make_queue_state(client& zk, std::string path, queue_options options);
+}  // namespace detail
+
+/// Items are persistent-sequential `qn-<seq>` children of the queue node
+/// (the ZooKeeper recipe's format), taken in sequence order. Children
+/// without the `qn-` prefix are ignored, with a log line.
+///
+/// Each item is delivered to exactly one consumer. A consumer that finds its
+/// head taken by another tries the next item and lists again only once its
+/// listing is used up; `take` waits with one children watch, never polling.
+///
+/// **The basic mode's window.** Taking is "read, then delete": if the delete
+/// is sent and the connection drops before its reply, nobody can tell
+/// whether it removed the item (this consumer's delete may have landed, or
+/// another consumer's). dlock never hides that: the take completes with
+/// `dlock::error::removal_uncertain` and the item's data, and the caller
+/// decides. Where an item must be neither lost nor duplicated, use the
+/// claim/ack mode (`take_claimed`, `ack`), in the style of kazoo's
+/// LockingQueue: a claim is an ephemeral node under the sibling
+/// `<path>.claims`, so an item taken but not acknowledged returns to the
+/// queue when its consumer's session ends. Do not mix both modes of
+/// consumers on one queue (basic consumers do not see claims).
+///
+/// Operations complete on the handler's associated executor; cancellation
+/// (terminal and partial) abandons them. The client must outlive the queue.
+class queue {
+ public:
+  /// `path`: the queue node (created with its parents on first offer).
+  queue(client& zk, std::string path, queue_options options = {})
+      : state_(detail::make_queue_state(zk, std::move(path), std::move(options))) {}
+
+  /// Appends an item. Signature: `void(error_code, std::string node_name)`.
+  template <class CompletionToken = default_token>
+  auto offer(std::string item, CompletionToken&& token = {}) {
+    return asio::async_initiate<CompletionToken, void(error_code, std::string)>(
+        [](auto h, detail::queue_state_ptr q, std::string data) {
+          detail::start_offer(q, std::move(data), detail::queue_handler<std::string>(std::move(h)));
+        },
+        token, state_, std::move(item));
+  }
+
+  /// Removes and returns the head, or `std::nullopt` when the queue is empty.
+  /// Signature: `void(error_code, std::optional<std::string>)`.
+  template <class CompletionToken = default_token>
+  auto poll(CompletionToken&& token = {}) {
+    return initiate<std::optional<std::string>>(&detail::start_poll, std::forward<CompletionToken>(token));
+  }
+
+  /// Like `poll`, but an empty queue is the error `dlock::error::empty`.
+  template <class CompletionToken = default_token>
+  auto remove(CompletionToken&& token = {}) {
+    return initiate<std::string>(&detail::start_remove, std::forward<CompletionToken>(token));
+  }
+
+  /// Removes and returns the head, waiting for an item if the queue is empty.
+  /// Signature: `void(error_code, std::string)`.
+  template <class CompletionToken = default_token>
+  auto take(CompletionToken&& token = {}) {
+    return initiate<std::string>(&detail::start_take, std::forward<CompletionToken>(token));
+  }
+
+  /// The head without removing it, or `std::nullopt` when empty.
+  /// Signature: `void(error_code, std::optional<std::string>)`.
+  template <class CompletionToken = default_token>
+  auto peek(CompletionToken&& token = {}) {
+    return initiate<std::optional<std::string>>(&detail::start_peek, std::forward<CompletionToken>(token));
+  }
+
+  /// The head without removing it; an empty queue is `dlock::error::empty`.
+  /// Signature: `void(error_code, std::string)`.
+  template <class CompletionToken = default_token>
+  auto element(CompletionToken&& token = {}) {
+    return initiate<std::string>(&detail::start_element, std::forward<CompletionToken>(token));
+  }
+
+  /// The number of items. Signature: `void(error_code, std::size_t)`.
+  template <class CompletionToken = default_token>
+  auto size(CompletionToken&& token = {}) {
+    return initiate<std::size_t>(&detail::start_size, std::forward<CompletionToken>(token));
+  }
+
+  /// Claim/ack mode: claims the head, waiting for an item if none is free.
+  /// Signature: `void(error_code, claimed_item)`.
+  template <class CompletionToken = default_token>
+  auto take_claimed(CompletionToken&& token = {}) {
+    return initiate<claimed_item>(&detail::start_take_claimed, std::forward<CompletionToken>(token));
+  }
+
+  /// Claim/ack mode: removes a claimed item for good. `dlock::error::lost`
+  /// if the claim is no longer this session's (it expired: the item went back
+  /// to the queue). Signature: `void(error_code)`.
+  template <class CompletionToken = default_token>
+  auto ack(claimed_item item, CompletionToken&& token = {}) {
+    return asio::async_initiate<CompletionToken, void(error_code)>(
+        [](auto h, detail::queue_state_ptr q, claimed_item claimed) {
+          detail::start_ack(q, std::move(claimed), detail::queue_handler<>(std::move(h)));
+        },
+        token, state_, std::move(item));
+  }
+
+  /// Claim/ack mode: gives a claimed item back to the queue. Signature: `void(error_code)`.
+  template <class CompletionToken = default_token>
+  auto release(claimed_item item, CompletionToken&& token = {}) {
+    return asio::async_initiate<CompletionToken, void(error_code)>(
+        [](auto h, detail::queue_state_ptr q, claimed_item claimed) {
+          detail::start_release_claim(q, std::move(claimed), detail::queue_handler<>(std::move(h)));
+        },
+        token, state_, std::move(item));
+  }
+
+ private:
+  // Operations that take no argument and complete with one value.
+  template <class Result, class CompletionToken>
+  auto initiate(void (*start)(const detail::queue_state_ptr&, detail::queue_handler<Result>),
+                CompletionToken&& token) {
+    return asio::async_initiate<CompletionToken, void(error_code, Result)>(
+        [](auto h, detail::queue_state_ptr q, decltype(start) s) {
+          s(q, detail::queue_handler<Result>(std::move(h)));
+        },
+        token, state_, start);
+  }
+
+  detail::queue_state_ptr state_;
+};
+
+}  // namespace dlock::zk

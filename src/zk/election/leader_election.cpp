@@ -1,0 +1,102 @@
+// Reading and following the leader of an election (the campaign itself is
+// the mutex recipe: see src/zk/locks).
+#include <dlock/zk/leader_election.hpp>
+
+#include <dlock/error.hpp>
+#include <dlock/zk/detail/lock_recipe.hpp>
+#include <dlock/zk/path.hpp>
+
+#include "detail/spawn_to_handler.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/this_coro.hpp>
+
+#include <tuple>
+
+namespace dlock::zk::detail {
+namespace {
+
+constexpr auto with_ec = asio::as_tuple(asio::deferred);
+using leader_result = std::tuple<error_code, std::optional<std::string>>;
+
+bool is_connection_loss(const error_code& ec) {
+  return ec == error::connection_loss || ec == error::operation_timeout;
+}
+
+// The oldest candidate's node name, if any. no_node (no election yet) is "none".
+asio::awaitable<std::tuple<error_code, std::optional<std::string>>> first_candidate(client& zk, std::string path) {
+  auto [ec, children, parent] = co_await zk.get_children(path, with_ec);
+  if (ec == error::no_node) co_return std::tuple{error_code{}, std::optional<std::string>{}};
+  if (ec) co_return std::tuple{ec, std::optional<std::string>{}};
+  auto contenders = sort_contenders(children);
+  if (contenders.empty()) co_return std::tuple{error_code{}, std::optional<std::string>{}};
+  co_return std::tuple{error_code{}, std::optional<std::string>(contenders.front().name)};
+}
+
+asio::awaitable<leader_result> current_leader(client& zk, std::string path) {
+  if (error_code bad = validate_path(path)) co_return leader_result{bad, std::nullopt};
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    auto [ec, first] = co_await first_candidate(zk, path);
+    if (is_connection_loss(ec)) continue;
+    if (ec || !first) co_return leader_result{ec, std::nullopt};
+    std::string node = path + "/" + *first;
+    auto [get_ec, data, meta] = co_await zk.get(node, with_ec);
+    if (get_ec == error::no_node || is_connection_loss(get_ec)) continue;  // the leader just left: look again
+    co_return leader_result{get_ec, get_ec ? std::nullopt : std::optional<std::string>(std::move(data))};
+  }
+  co_return leader_result{make_error_code(error::connection_loss), std::nullopt};
+}
+
+// Waits for the leader to differ from `last_seen`, with one watch at a time:
+// on the leader's node (it changes only when that node goes) or, with no
+// candidate, on the election node's children (or its creation).
+asio::awaitable<leader_result> observe_leader(client& zk, std::string path, std::optional<std::string> last_seen) {
+  co_await asio::this_coro::reset_cancellation_state(asio::enable_partial_cancellation());
+  if (error_code bad = validate_path(path)) co_return leader_result{bad, std::nullopt};
+  for (;;) {
+    watch changed;
+    auto [ec, children, parent] = co_await zk.get_children(path, with_ec);
+    if (is_connection_loss(ec)) continue;
+    if (ec && ec != error::no_node) co_return leader_result{ec, std::nullopt};
+    auto contenders = sort_contenders(children);
+    if (contenders.empty()) {
+      if (last_seen) co_return leader_result{error_code{}, std::nullopt};  // the leader left, nobody follows
+      // Arm a watch for the first candidate: on the children, or on the
+      // election node's creation when it does not exist yet.
+      error_code armed;
+      bool look_again = false;
+      if (ec == error::no_node) {
+        auto [exists_ec, meta] = co_await zk.exists(path, changed, with_ec);
+        armed = exists_ec;
+        look_again = meta.has_value();  // created meanwhile
+      } else {
+        auto [list_ec, again, st] = co_await zk.get_children(path, changed, with_ec);
+        armed = list_ec;
+        look_again = !sort_contenders(again).empty();  // a candidate arrived meanwhile
+      }
+      if (armed && !is_connection_loss(armed)) co_return leader_result{armed, std::nullopt};
+      if (armed || look_again) continue;
+    } else {
+      std::string node = path + "/" + std::string(contenders.front().name);
+      auto [get_ec, data, meta] = co_await zk.get(node, changed, with_ec);
+      if (get_ec == error::no_node || is_connection_loss(get_ec)) continue;
+      if (get_ec) co_return leader_result{get_ec, std::nullopt};
+      if (data != last_seen) co_return leader_result{error_code{}, std::move(data)};
+    }
+    auto [wait_ec, event] = co_await changed.wait(with_ec);
+    if (wait_ec) co_return leader_result{wait_ec, std::nullopt};
+  }
+}
+
+}  // namespace
+
+void start_current_leader(client& zk, const std::string& path, election_handler<std::optional<std::string>> h) {
+  dlock::detail::spawn_to_handler(zk.get_executor(), current_leader(zk, path), std::move(h));
+}
+
+void start_observe(client& zk, const std::string& path, std::optional<std::string> last_seen,
+                   election_handler<std::optional<std::string>> h) {
+  dlock::detail::spawn_to_handler(zk.get_executor(), observe_leader(zk, path, std::move(last_seen)), std::move(h));
+}
+
+}  // namespace dlock::zk::detail
