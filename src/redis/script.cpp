@@ -38,7 +38,7 @@ std::string sha1_hex(std::string_view bytes) {
   unsigned char tail[128] = {};
   std::size_t rest = bytes.size() - full;
   for (std::size_t i = 0; i < rest; ++i) tail[i] = static_cast<unsigned char>(bytes[full + i]);
-  tail[rest] = 0x80;
+  tail[rest & 63] = 0x80;  // rest < 64; the mask tells the compiler so
   std::size_t tail_len = rest + 9 <= 64 ? 64 : 128;
   std::uint64_t bits = std::uint64_t(bytes.size()) * 8;
   for (int i = 0; i < 8; ++i) tail[tail_len - 1 - i] = static_cast<unsigned char>(bits >> (8 * i));

@@ -1,0 +1,208 @@
+// Single-instance Redis lock: dlock::redis::lock against the raw protocol
+// (the same SET NX PX and compare-and-delete EVALSHA on a bare socket, replies
+// parsed by the same hiredis reader) against DLOCK_REDIS_MASTERS's first master.
+//   redis_single:     1 coroutine, 1 key, 5,000 sequential acquire+release
+//   redis_concurrent: 64 coroutines, 64 keys, one connection (raw: 64 in lockstep batches)
+#include "common.hpp"
+
+#include <dlock/redis/detail/token.hpp>
+#include <dlock/redis/lock.hpp>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/connect.hpp>
+#include <boost/asio/deferred.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/write.hpp>
+
+#include <hiredis/hiredis.h>
+
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace asio = boost::asio;
+namespace redis = dlock::redis;
+using bench_clock = dlock::bench::clock;
+using dlock::bench::recorder;
+
+namespace {
+
+constexpr auto tuple_token = asio::as_tuple(asio::deferred);
+constexpr int single_ops = 5000;
+constexpr int concurrent_clients = 64;
+constexpr int concurrent_ops_each = 200;
+const std::string release_source =
+    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
+
+struct target {
+  std::string host;
+  std::string port;
+};
+
+target first_master() {
+  std::string masters = dlock::bench::env_or("DLOCK_REDIS_MASTERS", "127.0.0.1:6379");
+  auto first = masters.substr(0, masters.find(','));
+  auto colon = first.rfind(':');
+  return {first.substr(0, colon), first.substr(colon + 1)};
+}
+
+std::string unique_key(const std::string& what, int i) {
+  return "bench-" + what + "-" + std::to_string(::getpid()) + "-" + std::to_string(i);
+}
+
+// ---- raw: a bare socket and hiredis's reader ----
+
+std::string resp(const std::vector<std::string>& args) {
+  std::string out = "*" + std::to_string(args.size()) + "\r\n";
+  for (const auto& a : args) out += "$" + std::to_string(a.size()) + "\r\n" + a + "\r\n";
+  return out;
+}
+
+struct raw_client {
+  asio::ip::tcp::socket socket;
+  redisReader* reader = redisReaderCreate();
+  char buffer[16384];
+  explicit raw_client(asio::any_io_executor ex) : socket(ex) {}
+  ~raw_client() { redisReaderFree(reader); }
+};
+
+// Reads until `count` replies arrived; returns how many were the expected kind.
+asio::awaitable<int> read_replies(raw_client& c, int count, bool expect_ok) {
+  int good = 0;
+  while (count > 0) {
+    void* reply = nullptr;
+    if (redisReaderGetReply(c.reader, &reply) != REDIS_OK) throw std::runtime_error("protocol error");
+    if (reply) {
+      auto* r = static_cast<redisReply*>(reply);
+      good += expect_ok ? (r->type == REDIS_REPLY_STATUS) : (r->type == REDIS_REPLY_INTEGER && r->integer == 1);
+      freeReplyObject(r);
+      --count;
+      continue;
+    }
+    auto [ec, n] = co_await c.socket.async_read_some(asio::buffer(c.buffer), tuple_token);
+    if (ec) throw boost::system::system_error(ec);
+    redisReaderFeed(c.reader, c.buffer, n);
+  }
+  co_return good;
+}
+
+asio::awaitable<void> raw_connect(raw_client& c, target t) {
+  asio::ip::tcp::resolver resolver(c.socket.get_executor());
+  auto endpoints = co_await resolver.async_resolve(t.host, t.port, asio::deferred);
+  co_await asio::async_connect(c.socket, endpoints, asio::deferred);
+  c.socket.set_option(asio::ip::tcp::no_delay(true));
+}
+
+// `clients` keys in lockstep: one write of all SETs, their replies, one write
+// of all releases, their replies: the best a pipelined raw client can do.
+asio::awaitable<void> raw_run(target t, int clients, int rounds, std::string name) {
+  raw_client c(co_await asio::this_coro::executor);
+  co_await raw_connect(c, t);
+  std::string sha = redis::sha1_hex(release_source);
+  std::string load = resp({"SCRIPT", "LOAD", release_source});
+  co_await asio::async_write(c.socket, asio::buffer(load), asio::deferred);
+  co_await read_replies(c, 1, false);
+  std::vector<std::string> keys;
+  for (int i = 0; i < clients; ++i) keys.push_back(unique_key("raw-" + name, i));
+  recorder rec;
+  rec.start();
+  std::string out;
+  int failures = 0;
+  for (int round = 0; round < rounds; ++round) {
+    auto begin = bench_clock::now();
+    std::vector<std::string> tokens;
+    out.clear();
+    for (int i = 0; i < clients; ++i) {
+      tokens.push_back(redis::detail::make_token());
+      out += resp({"SET", keys[std::size_t(i)], tokens.back(), "NX", "PX", "10000"});
+    }
+    co_await asio::async_write(c.socket, asio::buffer(out), asio::deferred);
+    failures += clients - co_await read_replies(c, clients, true);
+    out.clear();
+    for (int i = 0; i < clients; ++i) out += resp({"EVALSHA", sha, "1", keys[std::size_t(i)], tokens[std::size_t(i)]});
+    co_await asio::async_write(c.socket, asio::buffer(out), asio::deferred);
+    failures += clients - co_await read_replies(c, clients, false);
+    auto latency = bench_clock::now() - begin;
+    for (int i = 0; i < clients; ++i) rec.add_latency(latency);
+  }
+  rec.stop();
+  if (failures) throw std::runtime_error("raw: " + std::to_string(failures) + " failed operations");
+  rec.print(name, "raw", std::uint64_t(clients) * std::uint64_t(rounds));
+}
+
+// ---- dlock ----
+
+struct dlock_shared {
+  explicit dlock_shared(asio::any_io_executor ex) : all_done(ex, asio::steady_timer::time_point::max()) {}
+  recorder rec;
+  int failures = 0;
+  int finished = 0;
+  int clients = 0;
+  asio::steady_timer all_done;  // cancelled by the last client
+};
+
+asio::awaitable<void> dlock_client(redis::connection& c, std::string key, int rounds,
+                                   std::shared_ptr<dlock_shared> shared) {
+  redis::lock l(c, key);
+  for (int i = 0; i < rounds; ++i) {
+    auto begin = bench_clock::now();
+    auto [acquire_ec] = co_await l.try_acquire(tuple_token);
+    auto [release_ec] = co_await l.release(tuple_token);
+    if (acquire_ec || release_ec) ++shared->failures;
+    shared->rec.add_latency(bench_clock::now() - begin);
+  }
+  if (++shared->finished == shared->clients) shared->all_done.cancel();
+}
+
+asio::awaitable<void> dlock_run(target t, int clients, int rounds, std::string name) {
+  auto ex = co_await asio::this_coro::executor;
+  redis::options o;
+  o.host = t.host;
+  o.port = static_cast<std::uint16_t>(std::stoi(t.port));
+  redis::connection c(ex, o);
+  co_await c.connect();
+  {  // warm the script cache, as the raw run's SCRIPT LOAD does
+    redis::lock warm(c, unique_key("warm-" + name, 0));
+    co_await warm.try_acquire();
+    co_await warm.release();
+  }
+  auto shared = std::make_shared<dlock_shared>(ex);
+  shared->clients = clients;
+  auto before = c.stats();
+  shared->rec.start();
+  for (int i = 0; i < clients; ++i)
+    asio::co_spawn(ex, dlock_client(c, unique_key("dlock-" + name, i), rounds, shared), asio::detached);
+  co_await shared->all_done.async_wait(tuple_token);
+  shared->rec.stop();
+  auto after = c.stats();
+  if (shared->failures) throw std::runtime_error("dlock: " + std::to_string(shared->failures) + " failed operations");
+  std::string extra = "\"writes_per_command\":" +
+                      std::to_string(double(after.writes - before.writes) / double(after.commands - before.commands));
+  shared->rec.print(name, "dlock", std::uint64_t(clients) * std::uint64_t(rounds), extra);
+}
+
+void run_one(asio::awaitable<void> (*scenario)(target, int, int, std::string), target t, int clients, int rounds,
+             const std::string& name) {
+  asio::io_context io(1);
+  std::exception_ptr failure;
+  asio::co_spawn(io, scenario(t, clients, rounds, name), [&](std::exception_ptr e) { failure = e; });
+  io.run();
+  if (failure) std::rethrow_exception(failure);
+}
+
+}  // namespace
+
+int main() {
+  auto t = first_master();
+  run_one(&raw_run, t, 1, single_ops, "redis_single");
+  run_one(&dlock_run, t, 1, single_ops, "redis_single");
+  run_one(&raw_run, t, concurrent_clients, concurrent_ops_each, "redis_concurrent");
+  run_one(&dlock_run, t, concurrent_clients, concurrent_ops_each, "redis_concurrent");
+  return 0;
+}
