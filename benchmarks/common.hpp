@@ -16,6 +16,9 @@ namespace dlock::bench {
 
 using clock = std::chrono::steady_clock;
 
+/// Set during warm-up runs: recorder::print prints nothing.
+inline bool quiet = false;
+
 /// Process CPU time (user + system) in microseconds.
 inline double cpu_us() {
   rusage ru{};
@@ -45,6 +48,7 @@ class recorder {
   /// "p99_us":..,"cpu_us_per_op":.., plus `extra` (already-formatted "key":value pairs)}.
   void print(const std::string& bench, const std::string& impl, std::uint64_t ops,
              const std::string& extra = "") {
+    if (quiet) return;
     std::sort(latencies_us_.begin(), latencies_us_.end());
     std::ostringstream out;
     out.setf(std::ios::fixed);
