@@ -10,6 +10,7 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/deferred.hpp>
 #include <boost/asio/detached.hpp>
+#include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 
@@ -99,10 +100,15 @@ void on_acquired(const std::shared_ptr<lock_state>& s, std::string token, steady
   s->extender.start(settings, sent, s->valid_until, [weak] { return extend_step(weak); });
 }
 
-asio::awaitable<error_code> attempts(std::shared_ptr<lock_state> s, bool retry) {
-  auto give_up = steady_clock::now() + s->opts.wait;
+// The retrying path, after a first attempt found the key taken.
+asio::awaitable<error_code> attempts(std::shared_ptr<lock_state> s, steady_time give_up) {
   asio::steady_timer pause(s->conn->get_executor());
   for (;;) {
+    auto delay = retry_delay(s->opts.retry_delay, s->opts.retry_jitter, s->random);
+    if (steady_clock::now() + delay >= give_up) co_return dlock::error::taken;
+    pause.expires_after(delay);
+    auto [wait_ec] = co_await pause.async_wait(tuple_token);
+    if (wait_ec) co_return wait_ec;
     std::string token = make_token();  // fresh for every attempt
     command set{"SET", s->key, token, "NX", "PX"};
     set.arg(s->opts.ttl.count());
@@ -119,22 +125,13 @@ asio::awaitable<error_code> attempts(std::shared_ptr<lock_state> s, bool retry) 
       co_return error_code();
     }
     if (outcome == set_outcome::unexpected) co_return redis::error::protocol_error;
-    if (!retry) co_return dlock::error::taken;
-    auto delay = retry_delay(s->opts.retry_delay, s->opts.retry_jitter, s->random);
-    if (steady_clock::now() + delay >= give_up) co_return dlock::error::taken;
-    pause.expires_after(delay);
-    auto [wait_ec] = co_await pause.async_wait(tuple_token);
-    if (wait_ec) co_return wait_ec;
   }
 }
 
-asio::awaitable<error_code> acquire_coro(std::shared_ptr<lock_state> s, bool retry) {
-  if (auto ec = validate(s->key, s->opts.ttl)) co_return ec;
-  if (s->held || s->acquiring) co_return dlock::error::already_held;
-  s->acquiring = true;
+asio::awaitable<error_code> retry_coro(std::shared_ptr<lock_state> s, steady_time give_up) {
   error_code result;
   try {
-    auto trying = attempts(s, retry);
+    auto trying = attempts(s, give_up);
     result = co_await std::move(trying);
   } catch (const boost::system::system_error& e) {
     result = e.code();  // cancelled between steps
@@ -143,9 +140,8 @@ asio::awaitable<error_code> acquire_coro(std::shared_ptr<lock_state> s, bool ret
   co_return result;
 }
 
+// The release path when auto-extension may have an extension in flight.
 asio::awaitable<error_code> release_coro(std::shared_ptr<lock_state> s) {
-  if (!s->held) co_return dlock::error::not_held;
-  s->held = false;
   auto stopping = s->extender.stop(tuple_token);
   co_await std::move(stopping);  // no extension outlives the release
   s->loss.disarm();
@@ -194,6 +190,82 @@ void spawn(const std::shared_ptr<lock_state>& s, asio::awaitable<error_code> cor
   asio::co_spawn(ex, std::move(coro), asio::bind_cancellation_slot(slot, complete_with{std::move(handler), ex}));
 }
 
+
+// ---- the fast paths: one command, a plain completion handler, no coroutine ----
+
+void complete_soon(const std::shared_ptr<lock_state>& s, asio::any_completion_handler<void(error_code)> h,
+                   error_code ec) {
+  asio::post(s->conn->get_executor(), asio::append(std::move(h), ec));
+}
+
+// Completion of the first SET NX PX (runs on the strand).
+struct set_reply {
+  std::shared_ptr<lock_state> s;
+  std::string token;
+  steady_time sent;
+  steady_time give_up;
+  bool retry;
+  asio::cancellation_slot slot;
+  asio::any_completion_handler<void(error_code)> handler;
+
+  using cancellation_slot_type = asio::cancellation_slot;
+  cancellation_slot_type get_cancellation_slot() const noexcept { return slot; }
+
+  void operator()(error_code ec, reply r) {
+    if (ec) {
+      if (outcome_unknown(ec)) s->delete_in_background(token);  // leave no stray key
+      return finish(ec);
+    }
+    switch (interpret_set(r)) {
+      case set_outcome::acquired:
+        on_acquired(s, std::move(token), sent);
+        return finish({});
+      case set_outcome::unexpected: return finish(redis::error::protocol_error);
+      case set_outcome::taken: break;
+    }
+    if (!retry) return finish(dlock::error::taken);
+    spawn(s, retry_coro(s, give_up), std::move(handler), true);
+  }
+  void finish(error_code ec) {
+    s->acquiring = false;
+    complete_soon(s, std::move(handler), ec);
+  }
+};
+
+void begin_acquire(std::shared_ptr<lock_state> s, bool retry, asio::any_completion_handler<void(error_code)> h) {
+  error_code refuse = validate(s->key, s->opts.ttl);
+  if (!refuse && (s->held || s->acquiring)) refuse = dlock::error::already_held;
+  if (refuse) return complete_soon(s, std::move(h), refuse);
+  s->acquiring = true;
+  auto sent = steady_clock::now();
+  std::string token = make_token();  // fresh for every attempt
+  command set{"SET", s->key, token, "NX", "PX"};
+  set.arg(s->opts.ttl.count());
+  auto slot = asio::get_associated_cancellation_slot(h);
+  auto give_up = sent + s->opts.wait;
+  auto& conn = *s->conn;
+  conn.exec(std::move(set), set_reply{std::move(s), std::move(token), sent, give_up, retry, slot, std::move(h)});
+}
+
+// Completion of the compare-and-delete (runs on the strand).
+struct release_reply {
+  std::shared_ptr<lock_state> s;
+  asio::any_completion_handler<void(error_code)> handler;
+  void operator()(error_code ec, reply r) {
+    if (!ec) ec = interpret_compare_script(r);
+    complete_soon(s, std::move(handler), ec);
+  }
+};
+
+void begin_release(std::shared_ptr<lock_state> s, asio::any_completion_handler<void(error_code)> h) {
+  if (!s->held) return complete_soon(s, std::move(h), dlock::error::not_held);
+  s->held = false;
+  if (s->opts.auto_extend) return spawn(s, release_coro(s), std::move(h), false);
+  s->loss.disarm();
+  auto& conn = *s->conn;
+  conn.eval(unlock_script(), connection::eval_tail({s->key}, {s->token}), release_reply{s, std::move(h)});
+}
+
 }  // namespace
 }  // namespace detail
 
@@ -204,11 +276,16 @@ lock::~lock() {
   if (state_->held) state_->delete_in_background(state_->token);
 }
 
+// The lock's state lives on the connection's strand: get there first.
 void lock::start_acquire(bool retry, handler_type handler) {
-  detail::spawn(state_, detail::acquire_coro(state_, retry), std::move(handler), true);
+  asio::dispatch(state_->conn->get_executor(), [s = state_, retry, h = std::move(handler)]() mutable {
+    detail::begin_acquire(std::move(s), retry, std::move(h));
+  });
 }
 void lock::start_release(handler_type handler) {
-  detail::spawn(state_, detail::release_coro(state_), std::move(handler), false);
+  asio::dispatch(state_->conn->get_executor(), [s = state_, h = std::move(handler)]() mutable {
+    detail::begin_release(std::move(s), std::move(h));
+  });
 }
 void lock::start_extend(std::chrono::milliseconds ttl, handler_type handler) {
   detail::spawn(state_, detail::extend_coro(state_, ttl), std::move(handler), true);
