@@ -69,7 +69,18 @@ void connection_impl::enqueue(request_ptr r) {
 
   if (opts_.command_timeout.count() > 0) r->deadline = clock::now() + opts_.command_timeout;
   queue_.push(std::move(r));
-  if (!writing_) start_write();
+  schedule_write();
+}
+
+// The write starts after the handlers already queued on the strand have run,
+// so commands issued together (the completions of one read) share one write.
+void connection_impl::schedule_write() {
+  if (writing_ || write_scheduled_) return;
+  write_scheduled_ = true;
+  asio::post(strand_, [self = shared_from_this(), session = session_] {
+    self->write_scheduled_ = false;
+    if (session == self->session_ && !self->writing_) self->start_write();
+  });
 }
 
 // Installed by the initiating function, so a cancellation emitted before the
@@ -118,7 +129,7 @@ void connection_impl::on_write(std::uint64_t session, error_code ec, std::size_t
   out_written_ += n;
   if (out_written_ < out_.size()) return do_write();
   writing_ = false;
-  if (queue_.has_waiting()) start_write();
+  if (queue_.has_waiting()) schedule_write();
 }
 
 void connection_impl::start_read() {
@@ -155,7 +166,7 @@ void connection_impl::on_reply(reply r) {
       req->eval_wire = eval_form(*req);
       req->use_eval = true;
       queue_.push(std::move(req));
-      if (!writing_) start_write();
+      schedule_write();
       return;
     }
     ec = kind;
@@ -166,8 +177,10 @@ void connection_impl::on_reply(reply r) {
 void connection_impl::finish(request& r, error_code ec, reply value, bool from_slot) {
   if (!from_slot && r.slot.is_connected()) r.slot.clear();
   r.slot = {};
-  post_completion(strand_, std::move(*r.handler), ec, std::move(value));
+  handler_type handler(std::move(*r.handler));
   r.handler.reset();
+  if (r.direct) return std::move(handler)(ec, std::move(value));
+  post_completion(strand_, std::move(handler), ec, std::move(value));
 }
 
 // ---- deadlines: one timer for all commands ----
@@ -450,8 +463,9 @@ void connection::start_wait(connection_state target, handler_type0 handler) {
 }
 
 void connection::start_exec(std::string wire, std::shared_ptr<const script::data> fallback,
-                            std::size_t tail_offset, handler_type handler) {
+                            std::size_t tail_offset, handler_type handler, bool direct) {
   auto r = std::make_shared<detail::request>();
+  r->direct = direct;
   r->wire = std::move(wire);
   r->script = std::move(fallback);
   r->tail_offset = tail_offset;
@@ -460,14 +474,15 @@ void connection::start_exec(std::string wire, std::shared_ptr<const script::data
   asio::dispatch(impl_->executor(), [impl = impl_, r = std::move(r)]() mutable { impl->enqueue(std::move(r)); });
 }
 
-void connection::start_eval(std::shared_ptr<const script::data> s, const command& tail, handler_type handler) {
+void connection::start_eval(std::shared_ptr<const script::data> s, const command& tail, handler_type handler,
+                            bool direct) {
   command head{"EVALSHA"};
   head.arg(s->sha1);
   std::string wire = "*" + std::to_string(head.size() + tail.size()) + "\r\n";
   wire += head.body();
   std::size_t tail_offset = wire.size();
   wire += tail.body();
-  start_exec(std::move(wire), std::move(s), tail_offset, std::move(handler));
+  start_exec(std::move(wire), std::move(s), tail_offset, std::move(handler), direct);
 }
 
 }  // namespace dlock::redis

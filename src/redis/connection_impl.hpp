@@ -37,8 +37,22 @@ struct request {
   clock::time_point deadline = clock::time_point::max();
   bool internal = false;  // handshake command, allowed while connecting
   bool use_eval = false;
+  // A library continuation (dlock's locks) that only touches strand state
+  // and posts onward: invoked in place, saving a hop per command.
+  bool direct = false;
 };
 using request_ptr = std::shared_ptr<request>;
+
+// For dlock's own locks, which call from the strand with continuations that
+// may run in place (see request::direct).
+struct connection_access {
+  static void exec(connection& c, command cmd, handler_type handler) {
+    c.start_exec(cmd.encoded(), nullptr, 0, std::move(handler), true);
+  }
+  static void eval(connection& c, const script& s, const command& tail, handler_type handler) {
+    c.start_eval(s.shared(), tail, std::move(handler), true);
+  }
+};
 
 class connection_impl : public std::enable_shared_from_this<connection_impl> {
  public:
@@ -68,6 +82,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   asio::awaitable<error_code> connect_once();
   asio::awaitable<error_code> handshake();
   asio::awaitable<error_code> internal_exec(command cmd);
+  void schedule_write();
   void start_write();
   void do_write();
   void on_write(std::uint64_t session, error_code ec, std::size_t n);
@@ -107,6 +122,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   std::uint64_t attempt_ = 0;
   bool session_open_ = false;
   bool writing_ = false;
+  bool write_scheduled_ = false;
   bool running_ = false;
   bool closed_ = false;
   bool connect_timed_out_ = false;

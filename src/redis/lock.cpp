@@ -1,5 +1,7 @@
 #include <dlock/redis/lock.hpp>
 
+#include "connection_impl.hpp"
+
 #include <dlock/redis/detail/auto_extend.hpp>
 #include <dlock/redis/detail/lock_logic.hpp>
 #include <dlock/redis/detail/token.hpp>
@@ -244,7 +246,8 @@ void begin_acquire(std::shared_ptr<lock_state> s, bool retry, asio::any_completi
   auto slot = asio::get_associated_cancellation_slot(h);
   auto give_up = sent + s->opts.wait;
   auto& conn = *s->conn;
-  conn.exec(std::move(set), set_reply{std::move(s), std::move(token), sent, give_up, retry, slot, std::move(h)});
+  connection_access::exec(conn, std::move(set),
+                          set_reply{std::move(s), std::move(token), sent, give_up, retry, slot, std::move(h)});
 }
 
 // Completion of the compare-and-delete (runs on the strand).
@@ -263,7 +266,8 @@ void begin_release(std::shared_ptr<lock_state> s, asio::any_completion_handler<v
   if (s->opts.auto_extend) return spawn(s, release_coro(s), std::move(h), false);
   s->loss.disarm();
   auto& conn = *s->conn;
-  conn.eval(unlock_script(), connection::eval_tail({s->key}, {s->token}), release_reply{s, std::move(h)});
+  connection_access::eval(conn, unlock_script(), connection::eval_tail({s->key}, {s->token}),
+                          release_reply{s, std::move(h)});
 }
 
 }  // namespace

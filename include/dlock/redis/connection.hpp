@@ -23,6 +23,7 @@ namespace dlock::redis {
 
 namespace detail {
 class connection_impl;
+struct connection_access;  // dlock's own locks: continuations run without an extra hop
 }
 
 enum class connection_state : std::uint8_t {
@@ -155,14 +156,16 @@ class connection {
   void close();
 
  private:
+  friend struct detail::connection_access;
   using handler_type = asio::any_completion_handler<void(error_code, reply)>;
   using handler_type0 = asio::any_completion_handler<void(error_code)>;
 
   void start_connect(handler_type0 handler);
   void start_wait(connection_state target, handler_type0 handler);
   void start_exec(std::string wire, std::shared_ptr<const script::data> fallback,
-                  std::size_t tail_offset, handler_type handler);
-  void start_eval(std::shared_ptr<const script::data> s, const command& tail, handler_type handler);
+                  std::size_t tail_offset, handler_type handler, bool direct = false);
+  void start_eval(std::shared_ptr<const script::data> s, const command& tail, handler_type handler,
+                  bool direct = false);
 
   std::shared_ptr<detail::connection_impl> impl_;
 };
