@@ -4,6 +4,7 @@
 #include <dlock/zk/queue.hpp>
 
 #include "common/servers.hpp"
+#include "common/zk_cutting_proxy.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -145,9 +146,43 @@ void check_basic_mode(const outcome& out) {
   BOOST_TEST_MESSAGE("basic mode: " << out.uncertain.size() << " removals reported uncertain");
 }
 
+// The basic mode's one window, on demand: the delete of a taken item reaches
+// the server, the connection drops before its reply. The consumer must be told.
+asio::awaitable<void> lost_removal_reply(std::string path) {
+  auto ex = co_await asio::this_coro::executor;
+  std::string server = dlock::test::zk_hosts();
+  auto colon = server.rfind(':');
+  dlock::test::zk_cutting_proxy proxy(
+      {asio::ip::make_address(server.substr(0, colon)),
+           static_cast<std::uint16_t>(std::stoi(server.substr(colon + 1)))});
+  zk::options options;
+  options.hosts = proxy.address();
+  options.session_timeout = 10s;
+  zk::client c(ex, options);
+  co_await c.connect();
+  zk::queue q(c, path);
+  co_await q.offer("fragile");
+  proxy.cut_after(2 /* ZooKeeper's OpCode.delete */, 300ms);
+  auto [ec, item] = co_await q.poll(with_ec);
+  BOOST_TEST(proxy.cuts() == 1);
+  BOOST_TEST((ec == dlock::error::removal_uncertain), "got: " << ec.message());
+  BOOST_TEST((item == std::optional<std::string>("fragile")), "the uncertain item's data is handed over");
+  auto [size_ec, left] = co_await q.size(with_ec);
+  BOOST_TEST(left == 0u, "the delete had landed");
+  co_await c.remove(path, -1, with_ec);
+  co_await c.close(with_ec);
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(zk_queue_fault)
+
+BOOST_AUTO_TEST_CASE(a_lost_removal_reply_is_reported_never_silent) {
+  asio::io_context io;
+  asio::co_spawn(io, lost_removal_reply("/" + dlock::test::unique_name("dlock-queue-window")),
+                 [](std::exception_ptr e) { if (e) std::rethrow_exception(e); });
+  io.run();
+}
 
 BOOST_AUTO_TEST_CASE(claim_ack_loses_and_duplicates_nothing_when_a_member_dies) {
   auto out = std::make_shared<outcome>();
