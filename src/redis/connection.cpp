@@ -336,7 +336,7 @@ asio::awaitable<error_code> connection_impl::handshake() {
 asio::awaitable<error_code> connection_impl::internal_exec(command cmd) {
   auto r = std::make_shared<request>();
   r->internal = true;
-  r->wire = cmd.encoded();
+  r->wire = std::move(cmd).take_encoded();
   auto self = shared_from_this();
   auto op = asio::async_initiate<decltype(tuple_token), void(error_code, reply)>(
       [self, r](auto handler) {
@@ -476,10 +476,14 @@ void connection::start_exec(std::string wire, std::shared_ptr<const script::data
 
 void connection::start_eval(std::shared_ptr<const script::data> s, const command& tail, handler_type handler,
                             bool direct) {
-  command head{"EVALSHA"};
-  head.arg(s->sha1);
-  std::string wire = "*" + std::to_string(head.size() + tail.size()) + "\r\n";
-  wire += head.body();
+  // Built in one buffer: header, EVALSHA, the sha1, then numkeys/keys/args.
+  std::string wire;
+  wire.reserve(64 + tail.body().size());
+  wire += '*';
+  wire += std::to_string(tail.size() + 2);
+  wire += "\r\n$7\r\nEVALSHA\r\n$40\r\n";
+  wire += s->sha1;
+  wire += "\r\n";
   std::size_t tail_offset = wire.size();
   wire += tail.body();
   start_exec(std::move(wire), std::move(s), tail_offset, std::move(handler), direct);

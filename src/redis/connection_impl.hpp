@@ -47,7 +47,7 @@ using request_ptr = std::shared_ptr<request>;
 // may run in place (see request::direct).
 struct connection_access {
   static void exec(connection& c, command cmd, handler_type handler) {
-    c.start_exec(cmd.encoded(), nullptr, 0, std::move(handler), true);
+    c.start_exec(std::move(cmd).take_encoded(), nullptr, 0, std::move(handler), true);
   }
   static void eval(connection& c, const script& s, const command& tail, handler_type handler) {
     c.start_eval(s.shared(), tail, std::move(handler), true);

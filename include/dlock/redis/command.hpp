@@ -33,6 +33,7 @@ class command {
   }
 
   command& arg(std::string_view a) {
+    if (body_.empty()) body_.reserve(64 + a.size());  // room for the header and a few arguments
     body_ += '$';
     append_number(static_cast<std::int64_t>(a.size()));
     body_ += "\r\n";
@@ -62,6 +63,17 @@ class command {
     out += "\r\n";
     out += body_;
     return out;
+  }
+  /// The same, reusing this command's buffer (one allocation less).
+  std::string take_encoded() && {
+    char header[24];
+    header[0] = '*';
+    auto end = std::to_chars(header + 1, header + sizeof header - 2, count_).ptr;
+    *end++ = '\r';
+    *end++ = '\n';
+    body_.insert(0, header, static_cast<std::size_t>(end - header));
+    count_ = 0;
+    return std::move(body_);
   }
   /// The arguments alone, without the array header.
   const std::string& body() const noexcept { return body_; }

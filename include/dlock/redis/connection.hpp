@@ -103,7 +103,9 @@ class connection {
   template <class Token = default_token>
   auto exec(command cmd, Token&& token = {}) {
     return asio::async_initiate<Token, void(error_code, reply)>(
-        [this](auto handler, command c) { start_exec(c.encoded(), nullptr, 0, handler_type(std::move(handler))); },
+        [this](auto handler, command c) {
+          start_exec(std::move(c).take_encoded(), nullptr, 0, handler_type(std::move(handler)));
+        },
         token, std::move(cmd));
   }
   /// The same with the arguments as strings.
