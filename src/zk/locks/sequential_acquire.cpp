@@ -127,8 +127,13 @@ class sequential_acquire_op final : public acquire_op_base {
 
   void on_pipelined() {
     if (--pending_ != 0) return;
-    run(machine_.on_created({classify(create_ec_), create_ec_}, created_.path, created_.stat.czxid,
-                            {classify(list_ec_), list_ec_}, children_));
+    // Not kept while waiting: a listing can hold thousands of names.
+    auto children = std::move(children_);
+    children_ = {};
+    auto created = std::move(created_);
+    created_ = {};
+    run(machine_.on_created({classify(create_ec_), create_ec_}, created.path, created.stat.czxid,
+                            {classify(list_ec_), list_ec_}, children));
   }
 
   void finish() {
