@@ -14,7 +14,7 @@
 
 namespace asio = boost::asio;
 namespace zk = dlock::zk;
-using dlock::bench::clock;
+using bench_clock = dlock::bench::clock;
 
 namespace {
 
@@ -31,18 +31,18 @@ asio::awaitable<void> chain(shared_state& s) {
   std::string prefix = s.parent + "/n-";
   while (s.started < dlock::bench::raw::rounds) {
     ++s.started;
-    auto began = clock::now();
+    auto began = bench_clock::now();
     auto made = co_await s.client->create(prefix, std::string(), zk::create_mode::ephemeral_sequential);
     co_await s.client->get_children(s.parent);
     co_await s.client->remove(std::move(made.path));
-    s.rec->add_latency(clock::now() - began);
+    s.rec->add_latency(bench_clock::now() - began);
     if (++s.finished == dlock::bench::raw::rounds) s.all_done->cancel();
   }
 }
 
 asio::awaitable<void> run(zk::client& client, const char* bench, int parallel) {
   co_await client.connect();
-  asio::steady_timer all_done(client.get_executor(), clock::time_point::max());
+  asio::steady_timer all_done(client.get_executor(), bench_clock::time_point::max());
   dlock::bench::recorder rec;
   shared_state s{&client, "/dlock-bench-dlock-" + std::to_string(::getpid()) + "-" + std::to_string(parallel), 0, 0,
                  &rec, &all_done};

@@ -7,6 +7,7 @@
 #include <zookeeper/zookeeper.h>
 
 #include <poll.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -124,7 +125,12 @@ inline void run(const std::string& hosts, const char* bench, int parallel) {
   std::vector<round> chains(static_cast<std::size_t>(parallel));
   rec.start();
   for (auto& r : chains) {
-    r = round{&s, parent, &finished, &started, rounds, &rec};
+    r.s = &s;
+    r.parent = parent;
+    r.finished = &finished;
+    r.started = &started;
+    r.limit = rounds;
+    r.rec = &rec;
     r.start();
   }
   while (finished < rounds) s.poll_once();
