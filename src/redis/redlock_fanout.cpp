@@ -32,6 +32,7 @@ redlock_impl::redlock_impl(asio::any_io_executor executor, std::vector<std::shar
       key(std::move(k)),
       options(o),
       loss(strand),
+      deadline_timer_(strand),
       validity_timer_(strand),
       extender_(strand, loss),
       random_(std::random_device{}()) {
@@ -135,6 +136,38 @@ void redlock_impl::release_in_background(std::vector<std::size_t> which) {
   op->start(std::move(which));
 }
 
+redlock_impl::deadline_list::iterator redlock_impl::watch(std::shared_ptr<fanout> op) {
+  deadlines_.emplace_back(redlock_clock::now() + options.master_timeout, std::move(op));
+  auto it = std::prev(deadlines_.end());
+  arm_deadline_timer();
+  return it;
+}
+
+void redlock_impl::unwatch(deadline_list::iterator it) { deadlines_.erase(it); }
+
+// Armed for the oldest watched deadline; if that fan-out finished meanwhile
+// the timer wakes a little early and re-arms for the next one.
+void redlock_impl::arm_deadline_timer() {
+  if (deadline_timer_armed_ || deadlines_.empty()) return;
+  deadline_timer_armed_ = true;
+  deadline_timer_.expires_at(deadlines_.front().first);
+  std::weak_ptr<redlock_impl> weak = weak_from_this();
+  deadline_timer_.async_wait([weak](error_code) {
+    if (auto self = weak.lock()) self->on_deadline_timer();
+  });
+}
+
+void redlock_impl::on_deadline_timer() {
+  deadline_timer_armed_ = false;
+  auto now = redlock_clock::now();
+  while (!deadlines_.empty() && deadlines_.front().first <= now) {
+    auto op = std::move(deadlines_.front().second);
+    deadlines_.pop_front();
+    op->expire();  // may watch new fan-outs (a cleanup, a retry)
+  }
+  arm_deadline_timer();
+}
+
 void redlock_impl::note_outcomes(const redlock_round& round) {
   last_outcomes.clear();
   for (std::size_t i = 0; i < round.masters(); ++i) {
@@ -166,8 +199,7 @@ struct fanout::answer_handler {
 fanout::fanout(std::shared_ptr<redlock_impl> owner)
     : owner_(std::move(owner)),
       signals_(new asio::cancellation_signal[owner_->masters.size()]),
-      in_flight_(owner_->masters.size(), false),
-      deadline_(owner_->strand) {}
+      in_flight_(owner_->masters.size(), false) {}
 
 void fanout::track(std::size_t index) {
   if (!in_flight_[index]) {
@@ -187,13 +219,17 @@ void fanout::send_eval(std::size_t index, const script& s, const command& tail) 
 }
 
 void fanout::arm_deadline() {
-  deadline_.expires_after(owner_->options.master_timeout);
-  deadline_.async_wait([self = shared_from_this()](error_code ec) {
-    if (ec || self->pending_ == 0) return;
-    self->deadline_passed_ = true;
-    self->on_deadline();
-    self->abandon_pending();
-  });
+  if (watched_ || pending_ == 0) return;
+  watch_ = owner_->watch(shared_from_this());
+  watched_ = true;
+}
+
+void fanout::expire() {
+  watched_ = false;
+  if (pending_ == 0) return;
+  deadline_passed_ = true;
+  on_deadline();
+  abandon_pending();
 }
 
 // Cancellation is emitted on the connection's own strand, as it asks; the
@@ -213,7 +249,8 @@ void fanout::arrive(std::size_t index, error_code ec, reply answer) {
   --pending_;
   on_answer(index, ec, std::move(answer));  // may send a follow-up to the same master
   if (pending_ == 0) {
-    deadline_.cancel();
+    if (watched_) owner_->unwatch(watch_);
+    watched_ = false;
     on_all_answered();
   }
 }

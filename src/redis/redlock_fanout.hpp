@@ -14,6 +14,7 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include <cstdint>
+#include <list>
 #include <memory>
 #include <random>
 #include <string>
@@ -22,6 +23,7 @@
 namespace dlock::redis::detail {
 
 enum class hold_state : std::uint8_t { idle, acquiring, held, lost };
+class fanout;
 
 /// The shared state of one `redlock`; lives on its strand.
 class redlock_impl : public std::enable_shared_from_this<redlock_impl> {
@@ -58,7 +60,20 @@ class redlock_impl : public std::enable_shared_from_this<redlock_impl> {
   void note_outcomes(const redlock_round& round);
   double random_unit();
 
+  // One timer for the per-master deadline of every fan-out. They all use the
+  // same timeout, so they expire in the order they were armed: the timer is
+  // set once per timeout period, not twice per fan-out (a syscall each).
+  using deadline_list = std::list<std::pair<redlock_clock::time_point, std::shared_ptr<fanout>>>;
+  deadline_list::iterator watch(std::shared_ptr<fanout> op);
+  void unwatch(deadline_list::iterator it);
+
  private:
+  void arm_deadline_timer();
+  void on_deadline_timer();
+
+  deadline_list deadlines_;
+  asio::steady_timer deadline_timer_;
+  bool deadline_timer_armed_ = false;
   void arm_validity_timer();
   void start_auto_extend();
 
@@ -82,6 +97,8 @@ class fanout : public std::enable_shared_from_this<fanout> {
   fanout& operator=(const fanout&) = delete;
 
   void arrive(std::size_t index, error_code ec, reply answer);
+  /// The per-master timeout passed (called by the owner's deadline timer).
+  void expire();
   asio::cancellation_slot slot(std::size_t index) noexcept { return signals_[index].slot(); }
   const asio::any_io_executor& strand() const noexcept { return owner_->strand; }
 
@@ -106,7 +123,8 @@ class fanout : public std::enable_shared_from_this<fanout> {
   std::unique_ptr<asio::cancellation_signal[]> signals_;
   std::vector<bool> in_flight_;
   std::size_t pending_ = 0;
-  asio::steady_timer deadline_;
+  redlock_impl::deadline_list::iterator watch_{};
+  bool watched_ = false;
   bool deadline_passed_ = false;
 };
 
