@@ -29,6 +29,9 @@ namespace dlock {
 /// caller was. Exceptions from the body are rethrown after the release.
 ///
 /// `Lock` is any dlock lock: `acquire()`, `release()`, `loss()`.
+/// With g++ 12, pass a named body (`auto body = [...]{...}; co_await
+/// with_lock(m, body);`) when its captures are not trivially destructible:
+/// a lambda temporary inside a `co_await` expression is destroyed twice.
 template <class Lock, class Body>
 auto with_lock(Lock& lock, Body body) -> std::invoke_result_t<Body&> {
   using result_type = typename std::invoke_result_t<Body&>::value_type;

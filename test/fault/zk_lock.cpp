@@ -5,6 +5,7 @@
 #include "integration/zk_client_support.hpp"
 
 #include <dlock/error.hpp>
+#include <dlock/with_lock.hpp>
 #include <dlock/zk/client.hpp>
 #include <dlock/zk/error.hpp>
 #include <dlock/zk/mutex.hpp>
@@ -127,9 +128,51 @@ asio::awaitable<void> expiry_while_holding() {
   co_await other_zk.close();
 }
 
+asio::awaitable<void> endless_section(std::shared_ptr<bool> entered) {
+  *entered = true;
+  asio::steady_timer t(co_await asio::this_coro::executor, 1h);
+  co_await t.async_wait(asio::deferred);  // throws operation_aborted when cancelled
+}
+
+asio::awaitable<void> run_with_lock(zk::mutex& m, std::shared_ptr<bool> entered, std::shared_ptr<error_code> result,
+                                    std::shared_ptr<bool> done) {
+  try {
+    auto body = [entered] { return endless_section(entered); };  // named: no temporary in co_await (g++ 12)
+    co_await dlock::with_lock(m, body);
+  } catch (const boost::system::system_error& e) {
+    *result = e.code();
+  }
+  *done = true;
+}
+
+asio::awaitable<void> with_lock_on_expiry() {
+  auto ex = co_await asio::this_coro::executor;
+  auto hosts = dlock::test::zk_hosts();
+  zk::client zk(ex, dlock::test::zk_options(hosts, 4s));
+  co_await zk.connect();
+  zk::lock_options policy;
+  policy.policy = zk::loss_policy::session;
+  zk::mutex m(zk, lock_path("with-lock-expiry"), policy);
+  auto entered = std::make_shared<bool>(false);
+  auto result = std::make_shared<error_code>();
+  auto done = std::make_shared<bool>(false);
+  asio::co_spawn(ex, run_with_lock(m, entered, result, done), asio::detached);
+  while (!*entered) co_await sleep_for(5ms);
+  BOOST_REQUIRE(co_await dlock::test::expire_session(zk, dlock::test::zk_options(hosts, 4s)));
+  while (!*done) co_await sleep_for(10ms);
+  BOOST_TEST(*result == make_error_code(zk::error::session_expired), result->message());
+  BOOST_TEST(!m.held());
+  co_await zk.close();
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(zk_lock_fault)
+
+BOOST_AUTO_TEST_CASE(with_lock_cancels_the_body_when_the_lock_is_lost) {
+  asio::io_context io;
+  run_coroutine(io, with_lock_on_expiry());
+}
 
 BOOST_AUTO_TEST_CASE(connection_loss_during_create_leaves_exactly_one_node) {
   asio::io_context io;
