@@ -271,13 +271,13 @@ asio::awaitable<void> lock_loop(asio::any_io_executor ex, std::vector<std::share
   redis::redlock l(ex, masters, key, bench_options());
   for (int i = 0; i < ops; ++i) {
     auto t0 = bench_clock::now();
-    auto acquire = l.lock(tuple_token);
+    auto acquire = l.acquire(tuple_token);
     auto [ec] = co_await std::move(acquire);
     if (ec) {
       ++run->failures;
       continue;
     }
-    auto release = l.unlock(tuple_token);
+    auto release = l.release(tuple_token);
     auto [ec_u, released] = co_await std::move(release);
     if (ec_u) ++run->failures;
     run->rec.add_latency(bench_clock::now() - t0);

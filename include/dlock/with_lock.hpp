@@ -15,6 +15,7 @@
 #include <boost/system/system_error.hpp>
 
 #include <exception>
+#include <tuple>
 #include <type_traits>
 
 namespace dlock {
@@ -61,7 +62,10 @@ auto with_lock(Lock& lock, Body body) -> std::invoke_result_t<Body&> {
   // let that cancellation throw before the release starts (release itself
   // ignores cancellation, so it runs to completion).
   co_await asio::this_coro::throw_if_cancelled(false);
-  auto [release_ec] = co_await lock.release(asio::as_tuple(asio::use_awaitable));
+  // release() completes with the error first, and some locks add a value
+  // (Redlock: how many masters released): keep the error.
+  auto released = co_await lock.release(asio::as_tuple(asio::use_awaitable));
+  error_code release_ec = std::get<0>(released);
   co_await asio::this_coro::throw_if_cancelled(true);
   if (loss_reason) throw boost::system::system_error(loss_reason, "dlock::with_lock: the lock was lost");
   if (failure) std::rethrow_exception(failure);

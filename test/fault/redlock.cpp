@@ -38,7 +38,7 @@ asio::awaitable<void> two_stopped(asio::any_io_executor ex) {
   {
     paused stopped({3, 4});
     auto started = std::chrono::steady_clock::now();
-    auto lock_a = a.lock(tuple_token);
+    auto lock_a = a.acquire(tuple_token);
     auto [ec] = co_await std::move(lock_a);
     BOOST_REQUIRE_MESSAGE(!ec, ec.message() + " " + a.last_outcomes());
     // A figure for the log (the benchmark measures it properly), not a check.
@@ -46,7 +46,7 @@ asio::awaitable<void> two_stopped(asio::any_io_executor ex) {
                                                           << " us; per-master timeout 100000 us; "
                                                           << a.last_outcomes());
     for (std::size_t i = 0; i < 3; ++i) BOOST_CHECK_EQUAL(get_key(i, key), a.token());
-    auto unlock_a = a.unlock(tuple_token);
+    auto unlock_a = a.release(tuple_token);
     auto [ec_u, released] = co_await std::move(unlock_a);
     BOOST_CHECK(!ec_u);
     BOOST_CHECK_EQUAL(released, 3u);
@@ -66,7 +66,7 @@ asio::awaitable<void> three_stopped(asio::any_io_executor ex) {
   redis::redlock a(ex, masters, key, fault_options());
   {
     paused stopped({2, 3, 4});
-    auto lock_a = a.lock(tuple_token);
+    auto lock_a = a.acquire(tuple_token);
     auto [ec] = co_await std::move(lock_a);
     BOOST_CHECK(ec == dlock::error::no_quorum);
     BOOST_CHECK(!a.held());
@@ -96,7 +96,7 @@ asio::awaitable<void> cancel_mid_attempt(asio::any_io_executor ex) {
     asio::cancellation_signal signal;
     asio::steady_timer timer(ex, 300ms);
     timer.async_wait([&signal](error_code) { signal.emit(asio::cancellation_type::terminal); });
-    auto lock_a = a.lock(asio::bind_cancellation_slot(signal.slot(), asio::as_tuple(asio::use_awaitable)));
+    auto lock_a = a.acquire(asio::bind_cancellation_slot(signal.slot(), asio::as_tuple(asio::use_awaitable)));
     auto [ec] = co_await std::move(lock_a);
     BOOST_CHECK(ec == asio::error::operation_aborted);
     BOOST_CHECK(!a.held());
@@ -124,7 +124,7 @@ asio::awaitable<void> restart_empty(asio::any_io_executor ex) {
   auto key = dlock::test::unique_name("redlock-restart");
   redis::redlock a(ex, masters_a, key, fault_options());
   redis::redlock b(ex, masters_b, key, fault_options());
-  auto lock_a = a.lock(tuple_token);
+  auto lock_a = a.acquire(tuple_token);
   auto [ec] = co_await std::move(lock_a);
   BOOST_REQUIRE(!ec);
 
@@ -132,7 +132,7 @@ asio::awaitable<void> restart_empty(asio::any_io_executor ex) {
   dlock::test::server_action("restart", dlock::test::redis_name(0));
   BOOST_CHECK_EQUAL(redis_cli(0, "EXISTS " + key), "0");  // restarted empty
   co_await answers_again(*masters_b[0]);
-  auto try_b = b.try_lock(tuple_token);
+  auto try_b = b.try_acquire(tuple_token);
   auto [ec_b] = co_await std::move(try_b);
   BOOST_CHECK(ec_b == dlock::error::taken);
   BOOST_CHECK(!b.held());
@@ -150,16 +150,16 @@ asio::awaitable<void> restart_empty(asio::any_io_executor ex) {
   auto retrying = fault_options();
   retrying.retry_count = 10;
   redis::redlock b2(ex, masters_b, key, retrying);
-  auto try_b2 = b2.lock(tuple_token);
+  auto try_b2 = b2.acquire(tuple_token);
   auto [ec_b2] = co_await std::move(try_b2);
   BOOST_CHECK_MESSAGE(!ec_b2, "a majority restarted empty lets a second client in (" << ec_b2.message()
                                                                                    << "): restarts must be delayed");
   BOOST_TEST_MESSAGE("three masters restarted empty: " << b2.last_outcomes()
                                                        << ": both clients believe they hold the lock");
   BOOST_CHECK(a.held() && b2.held());
-  auto unlock_b = b2.unlock(tuple_token);
+  auto unlock_b = b2.release(tuple_token);
   co_await std::move(unlock_b);
-  auto unlock_a = a.unlock(tuple_token);
+  auto unlock_a = a.release(tuple_token);
   co_await std::move(unlock_a);
   close_all(masters_a);
   close_all(masters_b);
@@ -173,7 +173,7 @@ asio::awaitable<void> extension_without_majority(asio::any_io_executor ex) {
   options.ttl = 1500ms;
   options.auto_extend = true;
   redis::redlock a(ex, masters, key, options);
-  auto lock_a = a.lock(tuple_token);
+  auto lock_a = a.acquire(tuple_token);
   auto [ec] = co_await std::move(lock_a);
   BOOST_REQUIRE(!ec);
   {
@@ -187,7 +187,7 @@ asio::awaitable<void> extension_without_majority(asio::any_io_executor ex) {
   }
   // An explicit extend without a majority reports the loss too.
   redis::redlock b(ex, masters, dlock::test::unique_name("redlock-extend-lost-b"), fault_options());
-  auto lock_b = b.lock(tuple_token);
+  auto lock_b = b.acquire(tuple_token);
   auto [ec_b] = co_await std::move(lock_b);
   BOOST_REQUIRE(!ec_b);
   {

@@ -31,7 +31,7 @@ asio::awaitable<void> lock_unlock_cycle(asio::any_io_executor ex) {
   redis::redlock a(ex, masters, key, quick_options());
   redis::redlock b(ex, masters, key, quick_options());
 
-  auto lock_a = a.lock(tuple_token);
+  auto lock_a = a.acquire(tuple_token);
   auto [ec] = co_await std::move(lock_a);
   BOOST_REQUIRE_MESSAGE(!ec, ec.message() + " " + a.last_outcomes());
   BOOST_CHECK(a.held());
@@ -40,11 +40,11 @@ asio::awaitable<void> lock_unlock_cycle(asio::any_io_executor ex) {
   BOOST_CHECK_EQUAL(a.token().size(), 32u);
   for (std::size_t i = 0; i < 5; ++i) BOOST_CHECK_EQUAL(get_key(i, key), a.token());
 
-  auto again = a.lock(tuple_token);
+  auto again = a.acquire(tuple_token);
   auto [ec_again] = co_await std::move(again);
   BOOST_CHECK(ec_again == dlock::error::already_held);
 
-  auto try_b = b.try_lock(tuple_token);
+  auto try_b = b.try_acquire(tuple_token);
   auto [ec_b] = co_await std::move(try_b);
   BOOST_CHECK(ec_b == dlock::error::taken);
   BOOST_CHECK(!b.held());
@@ -52,7 +52,7 @@ asio::awaitable<void> lock_unlock_cycle(asio::any_io_executor ex) {
   // b's failed attempt released only its own token: a's keys are intact.
   for (std::size_t i = 0; i < 5; ++i) BOOST_CHECK_EQUAL(get_key(i, key), a.token());
 
-  auto unlock_a = a.unlock(tuple_token);
+  auto unlock_a = a.release(tuple_token);
   auto [ec_u, released] = co_await std::move(unlock_a);
   BOOST_CHECK(!ec_u);
   BOOST_CHECK_GE(released, 3u);  // completes at the majority; the rest follow
@@ -63,7 +63,7 @@ asio::awaitable<void> lock_unlock_cycle(asio::any_io_executor ex) {
     BOOST_CHECK(gone);
   }
 
-  auto unlock_twice = a.unlock(tuple_token);
+  auto unlock_twice = a.release(tuple_token);
   auto [ec_twice, none] = co_await std::move(unlock_twice);
   BOOST_CHECK(ec_twice == dlock::error::not_held);
   BOOST_CHECK_EQUAL(none, 0u);
@@ -72,11 +72,11 @@ asio::awaitable<void> lock_unlock_cycle(asio::any_io_executor ex) {
   BOOST_CHECK(ec_ext == dlock::error::not_held);
 
   // Now b gets it, with a fresh token.
-  auto lock_b = b.lock(tuple_token);
+  auto lock_b = b.acquire(tuple_token);
   auto [ec_b2] = co_await std::move(lock_b);
   BOOST_REQUIRE(!ec_b2);
   BOOST_CHECK(b.token() != a.token());
-  auto unlock_b = b.unlock(tuple_token);
+  auto unlock_b = b.release(tuple_token);
   co_await std::move(unlock_b);
   close_all(masters);
 }
@@ -94,7 +94,7 @@ asio::awaitable<void> wire_compatibility(asio::any_io_executor ex) {
   auto masters = co_await connect_masters(ex);
   auto key = dlock::test::unique_name("redlock-wire");
   redis::redlock a(ex, masters, key, quick_options());
-  auto lock_a = a.lock(tuple_token);
+  auto lock_a = a.acquire(tuple_token);
   auto [ec] = co_await std::move(lock_a);
   BOOST_REQUIRE(!ec);
   // The plain token, as SET NX PX wrote it, on every master.
@@ -117,7 +117,7 @@ asio::awaitable<void> wire_compatibility(asio::any_io_executor ex) {
   BOOST_CHECK_GT(std::stol(redis_cli(3, "PTTL " + key)), 10000);
   BOOST_CHECK_LE(std::stol(redis_cli(3, "PTTL " + key)), 20000);
   BOOST_CHECK(a.validity() > 10000ms);
-  auto unlock_a = a.unlock(tuple_token);
+  auto unlock_a = a.release(tuple_token);
   auto [ec_u, released] = co_await std::move(unlock_a);
   BOOST_CHECK(!ec_u);
   BOOST_CHECK_GE(released, 3u);
@@ -132,7 +132,7 @@ asio::awaitable<void> wire_compatibility(asio::any_io_executor ex) {
   for (std::size_t i = 0; i < 3; ++i)
     BOOST_CHECK_EQUAL(redis_cli(i, "SET " + key2 + " foreign-token NX PX 30000"), "OK");
   redis::redlock c(ex, masters, key2, quick_options());
-  auto try_c = c.try_lock(tuple_token);
+  auto try_c = c.try_acquire(tuple_token);
   auto [ec_c] = co_await std::move(try_c);
   BOOST_CHECK(ec_c == dlock::error::taken);
   for (std::size_t i = 3; i < 5; ++i) {
@@ -151,13 +151,13 @@ asio::awaitable<void> single_master(asio::any_io_executor ex) {
   auto key = dlock::test::unique_name("redlock-one");
   redis::redlock a(ex, masters, key, quick_options());
   redis::redlock b(ex, masters, key, quick_options());
-  auto lock_a = a.lock(tuple_token);
+  auto lock_a = a.acquire(tuple_token);
   auto [ec] = co_await std::move(lock_a);
   BOOST_REQUIRE(!ec);
-  auto try_b = b.try_lock(tuple_token);
+  auto try_b = b.try_acquire(tuple_token);
   auto [ec_b] = co_await std::move(try_b);
   BOOST_CHECK(ec_b == dlock::error::taken);
-  auto unlock_a = a.unlock(tuple_token);
+  auto unlock_a = a.release(tuple_token);
   auto [ec_u, released] = co_await std::move(unlock_a);
   BOOST_CHECK(!ec_u);
   BOOST_CHECK_EQUAL(released, 1u);
@@ -174,14 +174,14 @@ asio::awaitable<void> auto_extension_keeps_it(asio::any_io_executor ex) {
   options.master_timeout = 100ms;
   options.auto_extend = true;
   redis::redlock a(ex, masters, key, options);
-  auto lock_a = a.lock(tuple_token);
+  auto lock_a = a.acquire(tuple_token);
   auto [ec] = co_await std::move(lock_a);
   BOOST_REQUIRE(!ec);
   co_await sleep_for(3000ms);  // five TTLs
   BOOST_CHECK(a.held());
   BOOST_CHECK(!a.loss().lost());
   for (std::size_t i = 0; i < 5; ++i) BOOST_CHECK_EQUAL(get_key(i, key), a.token());
-  auto unlock_a = a.unlock(tuple_token);
+  auto unlock_a = a.release(tuple_token);
   auto [ec_u, released] = co_await std::move(unlock_a);
   BOOST_CHECK(!ec_u);
   BOOST_CHECK_GE(released, 3u);
@@ -199,14 +199,14 @@ asio::awaitable<void> validity_runs_out(asio::any_io_executor ex) {
   options.ttl = 400ms;
   options.master_timeout = 100ms;
   redis::redlock a(ex, masters, key, options);
-  auto lock_a = a.lock(tuple_token);
+  auto lock_a = a.acquire(tuple_token);
   auto [ec] = co_await std::move(lock_a);
   BOOST_REQUIRE(!ec);
   auto wait = a.loss().wait(tuple_token);
   auto [why] = co_await std::move(wait);
   BOOST_CHECK(why == dlock::error::lost);
   BOOST_CHECK(!a.held());
-  auto unlock_a = a.unlock(tuple_token);
+  auto unlock_a = a.release(tuple_token);
   auto [ec_u, released] = co_await std::move(unlock_a);
   BOOST_CHECK(ec_u == dlock::error::not_owned);
   BOOST_CHECK_EQUAL(released, 0u);
@@ -233,7 +233,7 @@ asio::awaitable<void> contender(asio::any_io_executor ex, masters_t masters, std
   o.retry_jitter = 20ms;
   redis::redlock l(ex, masters, key, o);
   for (int done = 0; done < rounds;) {
-    auto acquire = l.lock(tuple_token);
+    auto acquire = l.acquire(tuple_token);
     auto [ec] = co_await std::move(acquire);
     if (ec) {
       if (ec != dlock::error::taken && ec != dlock::error::no_quorum && ec != dlock::error::expired)
@@ -245,7 +245,7 @@ asio::awaitable<void> contender(asio::any_io_executor ex, masters_t masters, std
     auto yield = asio::post(ex, tuple_token);  // let every other coroutine run meanwhile
     co_await std::move(yield);
     --state->inside;
-    auto release = l.unlock(tuple_token);
+    auto release = l.release(tuple_token);
     auto [ec_u, released] = co_await std::move(release);
     if (ec_u) ++state->unexpected;
     ++done;

@@ -10,7 +10,7 @@
 //  3. A failed attempt releases the key on *all* masters (a SET may have landed
 //     without its answer reaching us), then waits retry_delay +/- retry_jitter
 //     and tries again, until `retry_count` or `wait_limit` runs out. Retries of
-//     one `lock()` reuse its token, and a key already holding that token counts
+//     one `acquire()` reuse its token, and a key already holding that token counts
 //     as ours (its TTL refreshed), so a late leftover never blocks a retry.
 //
 // Assumptions (the algorithm is only as safe as these):
@@ -83,14 +83,14 @@ class redlock {
   /// Cancellation (terminal or partial) leaves no key behind.
   /// Signature `void(error_code)`.
   template <class Token = default_token>
-  auto lock(Token&& token = {}) {
+  auto acquire(Token&& token = {}) {
     return asio::async_initiate<Token, void(error_code)>(
         [this](auto handler) { start_lock(handler0(std::move(handler)), true); }, token);
   }
 
-  /// One attempt, no retries. Same errors as `lock()`.
+  /// One attempt, no retries. Same errors as `acquire()`.
   template <class Token = default_token>
-  auto try_lock(Token&& token = {}) {
+  auto try_acquire(Token&& token = {}) {
     return asio::async_initiate<Token, void(error_code)>(
         [this](auto handler) { start_lock(handler0(std::move(handler)), false); }, token);
   }
@@ -104,7 +104,7 @@ class redlock {
   /// nothing is held. Not cancellable: cleanup always runs.
   /// Signature `void(error_code, std::size_t)`.
   template <class Token = default_token>
-  auto unlock(Token&& token = {}) {
+  auto release(Token&& token = {}) {
     return asio::async_initiate<Token, void(error_code, std::size_t)>(
         [this](auto handler) { start_unlock(handler_count(std::move(handler))); }, token);
   }
@@ -120,7 +120,7 @@ class redlock {
         token, ttl);
   }
 
-  /// True between a successful `lock()` and `unlock()` or loss.
+  /// True between a successful `acquire()` and `release()` or loss.
   bool held() const noexcept;
   /// Time the lock is still safe to use: ttl - (now - time the last SET or
   /// extend was sent) - drift. Zero when not held.
