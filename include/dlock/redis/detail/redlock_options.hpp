@@ -16,17 +16,17 @@ struct redlock_options {
   /// How long one attempt waits for each master. Much smaller than `ttl`, so a
   /// dead or stopped master costs at most this much per attempt.
   std::chrono::milliseconds master_timeout{50};
-  /// Attempts after the first one when `lock()` fails; -1 retries until `wait_limit`.
+  /// Attempts after the first one when `acquire()` fails; -1 retries until `wait_limit`.
   int retry_count = 10;
   /// Pause between attempts: retry_delay +/- a uniform random retry_jitter.
   std::chrono::milliseconds retry_delay{200};
   std::chrono::milliseconds retry_jitter{100};
-  /// Overall limit for `lock()`, all attempts included; zero means no limit
+  /// Overall limit for `acquire()`, all attempts included; zero means no limit
   /// other than `retry_count`.
   std::chrono::milliseconds wait_limit{0};
 
   /// Keep the lock alive while held by extending it every
-  /// `ttl * extend_fraction`, until `unlock()` or `max_hold` (zero: no cap).
+  /// `ttl * extend_fraction`, until `release()` or `max_hold` (zero: no cap).
   bool auto_extend = false;
   double extend_fraction = 1.0 / 3.0;
   std::chrono::milliseconds max_hold{0};
