@@ -12,6 +12,9 @@
 #include <boost/asio/detached.hpp>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/ssl/context.hpp>
+#include <boost/asio/ssl/host_name_verification.hpp>
+#include <boost/asio/ssl/stream.hpp>
 
 namespace dlock::redis {
 namespace detail {
@@ -52,7 +55,25 @@ std::string eval_form(const request& r) {
   return out;
 }
 
+std::unique_ptr<asio::ssl::context> make_tls_context(const tls_options& o, error_code& ec) {
+  auto context = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_client);
+  context->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_tlsv1 |
+                           asio::ssl::context::no_tlsv1_1,
+                       ec);
+  if (!ec) {
+    if (o.ca_file.empty()) context->set_default_verify_paths(ec);
+    else context->load_verify_file(o.ca_file, ec);
+  }
+  if (!ec && !o.cert_file.empty()) context->use_certificate_chain_file(o.cert_file, ec);
+  if (!ec && !o.key_file.empty()) context->use_private_key_file(o.key_file, asio::ssl::context::pem, ec);
+  if (!ec) context->set_verify_mode(o.verify_peer ? asio::ssl::verify_peer : asio::ssl::verify_none, ec);
+  if (ec) return nullptr;
+  return context;
+}
+
 }  // namespace
+
+connection_impl::~connection_impl() = default;
 
 connection_impl::connection_impl(asio::any_io_executor executor, options opts)
     : executor_(std::move(executor)),
@@ -130,6 +151,7 @@ void connection_impl::start_write() {
 // Tries the write at once: the socket usually takes it all, and then no
 // completion has to go round the scheduler. What is left goes asynchronously.
 void connection_impl::write_rest() {
+  if (tls_) return do_write();  // TLS records are written by the stream
   error_code ec;
   std::size_t n = socket_.write_some(asio::buffer(out_.data() + out_written_, out_.size() - out_written_), ec);
   if (ec == asio::error::would_block || ec == asio::error::try_again) return do_write();
@@ -142,11 +164,12 @@ void connection_impl::write_rest() {
 }
 
 void connection_impl::do_write() {
-  socket_.async_write_some(
-      asio::buffer(out_.data() + out_written_, out_.size() - out_written_),
-      [self = shared_from_this(), session = session_](error_code ec, std::size_t n) {
-        self->on_write(session, ec, n);
-      });
+  auto rest = asio::buffer(out_.data() + out_written_, out_.size() - out_written_);
+  auto done = [self = shared_from_this(), session = session_, tls = tls_](error_code ec, std::size_t n) {
+    self->on_write(session, ec, n);
+  };
+  if (tls_) return tls_->async_write_some(rest, std::move(done));
+  socket_.async_write_some(rest, std::move(done));
 }
 
 void connection_impl::on_write(std::uint64_t session, error_code ec, std::size_t n) {
@@ -163,10 +186,11 @@ void connection_impl::on_write(std::uint64_t session, error_code ec, std::size_t
 // EAGAIN per round trip). Waiting for readiness instead costs Asio an
 // epoll_ctl per wait, the same price, so the plain read stays.
 void connection_impl::start_read() {
-  socket_.async_read_some(asio::buffer(in_), [self = shared_from_this(), session = session_](
-                                                 error_code ec, std::size_t n) {
+  auto done = [self = shared_from_this(), session = session_, tls = tls_](error_code ec, std::size_t n) {
     self->on_read(session, ec, n);
-  });
+  };
+  if (tls_) return tls_->async_read_some(asio::buffer(in_), std::move(done));
+  socket_.async_read_some(asio::buffer(in_), std::move(done));
 }
 
 void connection_impl::on_read(std::uint64_t session, error_code ec, std::size_t n) {
@@ -337,6 +361,9 @@ asio::awaitable<error_code> connection_impl::connect_once() {
   if (!ec && !closed_) {
     socket_.set_option(asio::ip::tcp::no_delay(true), ec);
     if (!ec) socket_.non_blocking(true, ec);  // for write_rest's first try
+  }
+  if (!ec && !closed_ && opts_.tls.enabled) ec = co_await tls_handshake();
+  if (!ec && !closed_) {
     session_open_ = true;
     ++session_;
     writing_ = false;
@@ -373,6 +400,25 @@ static std::vector<command> greeting(const options& o) {
   return out;
 }
 
+asio::awaitable<error_code> connection_impl::tls_handshake() {
+  error_code ec;
+  if (!tls_context_) tls_context_ = make_tls_context(opts_.tls, ec);
+  if (ec) co_return ec;
+  // Held here too: the connect timeout's lose() may drop tls_ mid-handshake.
+  auto stream = std::make_shared<tls_stream>(socket_, *tls_context_);
+  tls_ = stream;
+  const std::string& name = opts_.tls.server_name.empty() ? opts_.host : opts_.tls.server_name;
+  if (opts_.tls.verify_peer) stream->set_verify_callback(asio::ssl::host_name_verification(name));
+  error_code not_an_address;
+  asio::ip::make_address(name, not_an_address);
+  if (not_an_address) SSL_set_tlsext_host_name(stream->native_handle(), name.c_str());  // SNI takes names only
+  auto handshaking = stream->async_handshake(asio::ssl::stream_base::client, tuple_token);
+  auto [handshake_ec] = co_await std::move(handshaking);
+  if (handshake_ec) tls_.reset();
+  co_return handshake_ec;
+}
+
+// The greeting (AUTH, SELECT, CLIENT SETNAME), after any TLS handshake.
 asio::awaitable<error_code> connection_impl::handshake() {
   std::vector<command> commands = greeting(opts_);
   for (auto& c : commands) {
@@ -407,6 +453,7 @@ void connection_impl::lose(error_code why) {
   write_wanted_ = false;
   error_code ignored;
   socket_.close(ignored);
+  tls_.reset();  // a new session gets a new TLS stream
   parser_.reset();
   queue_.drain([&](request_ptr& r) {
     if (r->handler) finish(*r, why, reply(), completion::post);

@@ -19,8 +19,15 @@
 #include <optional>
 #include <random>
 
+namespace boost::asio::ssl {
+class context;
+template <typename Stream>
+class stream;
+}  // namespace boost::asio::ssl
+
 namespace dlock::redis::detail {
 
+using tls_stream = asio::ssl::stream<asio::ip::tcp::socket&>;
 using clock = std::chrono::steady_clock;
 using handler_type = asio::any_completion_handler<void(error_code, reply)>;
 using handler_type0 = asio::any_completion_handler<void(error_code)>;
@@ -57,6 +64,7 @@ struct connection_access {
 class connection_impl : public std::enable_shared_from_this<connection_impl> {
  public:
   connection_impl(asio::any_io_executor executor, options opts);
+  ~connection_impl();
 
   asio::any_io_executor executor() const { return executor_; }
   const options& opts() const { return opts_; }
@@ -80,6 +88,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
 
   asio::awaitable<void> run();
   asio::awaitable<error_code> connect_once();
+  asio::awaitable<error_code> tls_handshake();
   asio::awaitable<error_code> handshake();
   asio::awaitable<error_code> internal_exec(command cmd);
   void schedule_write();
@@ -106,6 +115,10 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   options opts_;
   asio::ip::tcp::resolver resolver_;
   asio::ip::tcp::socket socket_;
+  std::unique_ptr<asio::ssl::context> tls_context_;  // made at the first TLS connect
+  // The TLS session over socket_, new for every connection. Operations in
+  // flight hold it too: they may outlive a lost session.
+  std::shared_ptr<tls_stream> tls_;
   asio::steady_timer deadline_timer_;
   asio::steady_timer session_end_;  // a condvar: cancelled when the session ends
   asio::steady_timer backoff_timer_;
