@@ -143,6 +143,7 @@ void raw_ensure(zhandle_t* zh, const std::string& path) {
 }
 
 void raw_scenario(const std::string& bench, int paths, int per_path, int rounds) {
+  if (!dlock::bench::wanted(bench, "raw")) return;
   raw_session s;
   recorder rec;
   std::vector<std::unique_ptr<raw_contender>> contenders;
@@ -213,6 +214,7 @@ asio::awaitable<void> dlock_main(std::string bench, int paths, int per_path, int
 }
 
 void dlock_scenario(const std::string& bench, int paths, int per_path, int rounds) {
+  if (!dlock::bench::wanted(bench, "dlock")) return;
   asio::io_context io(1);
   asio::co_spawn(io, dlock_main(bench, paths, per_path, rounds), asio::detached);
   io.run();

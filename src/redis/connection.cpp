@@ -155,12 +155,7 @@ void connection_impl::write_rest() {
   error_code ec;
   std::size_t n = socket_.write_some(asio::buffer(out_.data() + out_written_, out_.size() - out_written_), ec);
   if (ec == asio::error::would_block || ec == asio::error::try_again) return do_write();
-  ++stats_.writes;
-  if (ec) return lose(error::connection_lost);
-  out_written_ += n;
-  if (out_written_ < out_.size()) return do_write();
-  writing_ = false;
-  if (queue_.has_waiting()) schedule_write();
+  wrote(ec, n);
 }
 
 void connection_impl::do_write() {
@@ -174,6 +169,11 @@ void connection_impl::do_write() {
 
 void connection_impl::on_write(std::uint64_t session, error_code ec, std::size_t n) {
   if (session != session_ || !session_open_) return;
+  wrote(ec, n);
+}
+
+// After one write call, at once or asynchronously.
+void connection_impl::wrote(error_code ec, std::size_t n) {
   ++stats_.writes;
   if (ec) return lose(error::connection_lost);
   out_written_ += n;

@@ -96,6 +96,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   void write_rest();
   void do_write();
   void on_write(std::uint64_t session, error_code ec, std::size_t n);
+  void wrote(error_code ec, std::size_t n);
   void start_read();
   void on_read(std::uint64_t session, error_code ec, std::size_t n);
   error_code dispatch_replies(std::uint64_t session);

@@ -1,24 +1,14 @@
 #include <dlock/redis/detail/token.hpp>
 
-#include <cerrno>
-#include <random>
-#include <system_error>
+#include "detail/random.hpp"
 
-#include <sys/random.h>
+#include <random>
 
 namespace dlock::redis::detail {
 
 std::string make_token() {
   unsigned char bytes[16];
-  std::size_t got = 0;
-  while (got < sizeof bytes) {
-    ssize_t n = getrandom(bytes + got, sizeof bytes - got, 0);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      throw std::system_error(errno, std::generic_category(), "getrandom");
-    }
-    got += static_cast<std::size_t>(n);
-  }
+  dlock::detail::fill_random(bytes, sizeof bytes);
   static const char hex[] = "0123456789abcdef";
   std::string token(32, '0');
   for (std::size_t i = 0; i < sizeof bytes; ++i) {

@@ -170,7 +170,18 @@ void session::step() {
     handle_dead_ = true;
     return after_c_calls();
   }
-  sync_descriptor(fd);
+  int state;
+  {
+    c_call_guard guard;
+    state = zoo_state(zh_);
+  }
+  // The C client replaces its socket only by way of a connecting state,
+  // which a step always sees: while it stays connected on the same fd
+  // number, the socket is the same one and needs no fstat.
+  bool same_socket = socket_.is_open() && connected_at_last_step_ && state == ZOO_CONNECTED_STATE &&
+                     fd == socket_fd_number_;
+  connected_at_last_step_ = state == ZOO_CONNECTED_STATE;
+  if (!same_socket) sync_descriptor(fd);
   if (socket_.is_open()) {
     arm_read();
     if (interest & ZOOKEEPER_WRITE) arm_write();
@@ -244,6 +255,7 @@ void session::sync_descriptor(int fd) {
   }
   socket_dev_ = st.st_dev;
   socket_ino_ = st.st_ino;
+  socket_fd_number_ = fd;
 }
 
 void session::arm_read() {

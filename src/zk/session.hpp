@@ -95,6 +95,8 @@ class session : public std::enable_shared_from_this<session> {
   asio::posix::stream_descriptor socket_;  // a dup() of the C client's socket
   dev_t socket_dev_ = 0;
   ino_t socket_ino_ = 0;
+  int socket_fd_number_ = -1;  // the C client's fd the copy was made from
+  bool connected_at_last_step_ = false;
   unsigned socket_generation_ = 0;
   bool read_armed_ = false;
   bool write_armed_ = false;

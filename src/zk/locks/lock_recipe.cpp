@@ -3,13 +3,14 @@
 #include <dlock/error.hpp>
 #include <dlock/log.hpp>
 
+#include "detail/random.hpp"
+
 #include <algorithm>
 #include <array>
-#include <cerrno>
+#include <random>
 #include <cstring>
 #include <stdexcept>
 #include <system_error>
-#include <sys/random.h>
 
 namespace dlock::zk::detail {
 namespace {
@@ -68,16 +69,21 @@ std::string join(std::string_view parent, std::string_view child) {
 
 }  // namespace
 
+// A GUID needs to be unique, not secret: a per-thread engine seeded once from
+// getrandom saves a system call per acquire. (A forked child repeats its
+// parent's sequence; harmless, as recovery adopts a node only if its
+// ephemeralOwner is the current session.)
 std::string make_guid() {
+  thread_local std::mt19937_64 engine = [] {
+    std::array<std::uint32_t, 8> seed{};
+    dlock::detail::fill_random(seed.data(), sizeof seed);
+    std::seed_seq sequence(seed.begin(), seed.end());
+    return std::mt19937_64(sequence);
+  }();
   std::array<unsigned char, 16> bytes{};
-  std::size_t filled = 0;
-  while (filled < bytes.size()) {
-    auto n = getrandom(bytes.data() + filled, bytes.size() - filled, 0);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      throw std::system_error(errno, std::generic_category(), "getrandom");
-    }
-    filled += static_cast<std::size_t>(n);
+  for (std::size_t i = 0; i < bytes.size(); i += 8) {
+    auto word = engine();
+    for (std::size_t j = 0; j < 8; ++j) bytes[i + j] = static_cast<unsigned char>(word >> (8 * j));
   }
   bytes[6] = static_cast<unsigned char>((bytes[6] & 0x0f) | 0x40);  // version 4
   bytes[8] = static_cast<unsigned char>((bytes[8] & 0x3f) | 0x80);  // RFC 4122 variant
