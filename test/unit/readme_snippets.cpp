@@ -201,7 +201,7 @@ asio::awaitable<void> loss_signal(dlock::zk::mutex& m) {
   asio::steady_timer work(co_await asio::this_coro::executor, std::chrono::seconds(30));
   auto [ec] = co_await work.async_wait(asio::bind_cancellation_slot(on_loss.slot(), asio::as_tuple(asio::use_awaitable)));
   if (m.loss().lost()) { /* ec is operation_aborted; why: m.loss().reason() */ }
-  co_await m.release();                             // after a loss: reports the reason, cleans up
+  co_await m.release(asio::as_tuple(asio::deferred)); // after a loss: the reason as error, node cleaned up
   (void)ec;
 }
 
