@@ -20,15 +20,22 @@ FIGURES = ("ops_per_s", "p50_us", "p99_us", "cpu_us_per_op")
 
 
 def read_results(path):
-    """{(program, bench): {impl: [result, ...]}} in first-seen order."""
+    """{(program, bench): {impl: [result, ...]}} in first-seen order.
+
+    A scenario belongs to the first program that printed it; results for the
+    same scenario from another program join it (zk_raw prints the baseline of
+    zk_client's scenarios again, as a standalone check).
+    """
     grouped = OrderedDict()
+    program_of = {}
     with open(path) as lines:
         for line in lines:
             line = line.strip()
             if not line:
                 continue
             result = json.loads(line)
-            key = (result.get("program", "?"), result["bench"])
+            bench = result["bench"]
+            key = (program_of.setdefault(bench, result.get("program", "?")), bench)
             grouped.setdefault(key, OrderedDict()).setdefault(result["impl"], []).append(result)
     return grouped
 
@@ -113,7 +120,9 @@ set output '{png}'
 set title 'dlock ops/s relative to the raw client (1.0 = raw speed; higher is better)'
 set style fill solid 0.8 border -1
 set boxwidth 0.6
-set yrange [0:*]
+set yrange [0:{top}]
+set xrange [-0.6:{right}]
+set rmargin 8
 set ylabel 'ops/s dlock / raw'
 set xtics rotate by -35 left noenhance
 set grid ytics
@@ -129,7 +138,8 @@ def render_chart(chart, png):
     with tempfile.NamedTemporaryFile("w", suffix=".dat", delete=False) as data:
         for bench, value in chart:
             data.write(f'"{bench}" {value:.4f}\n')
-    script = GNUPLOT.format(png=png, data=data.name)
+    top = max(1.2, max(value for _, value in chart) * 1.15)  # room for the value labels
+    script = GNUPLOT.format(png=png, data=data.name, top=f"{top:.2f}", right=f"{len(chart) - 0.4:.1f}")
     subprocess.run(["gnuplot"], input=script, text=True, check=True)
 
 
