@@ -2,8 +2,8 @@
 // masters of DLOCK_REDIS_MASTERS.
 //
 // Each job runs under `dlock::with_lock`: the lock is acquired, the job runs,
-// the lock is released on every path. The TTL is short (400 ms) and the jobs
-// longer (600 ms): `auto_extend` keeps the lock alive while a job runs. One
+// the lock is released on every path. The TTL is short (600 ms) and the jobs
+// longer (900 ms): `auto_extend` keeps the lock alive while a job runs. One
 // worker's job overruns the cap `max_hold`: extension stops, the lock runs out,
 // and with_lock cancels that job instead of letting it go on unprotected.
 // Exits 0 when three jobs completed, the overrunning one was cancelled, and
@@ -58,7 +58,7 @@ asio::awaitable<void> job(pool* p, redis::redlock* lock, std::string worker, std
 asio::awaitable<void> worker(pool* p, std::string name, std::chrono::milliseconds length,
                              std::chrono::milliseconds max_hold) {
   redis::redlock_options options;
-  options.ttl = 400ms;
+  options.ttl = 600ms;
   options.auto_extend = true;  // extended every ttl/3 while held
   options.max_hold = max_hold;  // 0: no cap
   options.retry_count = -1;    // wait for the others' jobs...
@@ -82,8 +82,8 @@ asio::awaitable<void> example_main() {
   pool p;
   p.masters = co_await example::connect_masters(5);
   std::vector<asio::awaitable<void>> workers;
-  for (int i = 1; i <= 3; ++i) workers.push_back(worker(&p, "worker-" + std::to_string(i), 600ms, 0ms));
-  workers.push_back(worker(&p, "overrunner", 3000ms, 500ms));  // extension stops after 500 ms
+  for (int i = 1; i <= 3; ++i) workers.push_back(worker(&p, "worker-" + std::to_string(i), 900ms, 0ms));
+  workers.push_back(worker(&p, "overrunner", 3000ms, 600ms));  // extension stops after 600 ms
   co_await example::all_of(std::move(workers));
   for (auto& master : p.masters) master->close();
 
