@@ -118,11 +118,17 @@ asio::awaitable<void> contention(zk::client& session, masters_t masters) {
 struct fenced_store {
   std::int64_t highest = 0;
   std::int64_t last_token_of_ann = 0;
+  int accepted_writes = 0;
   bool write(std::int64_t token, const std::string& who) {
     bool accepted = token >= highest;
-    if (accepted) highest = token;
-    std::printf("[store]   %s a write from %s with token %lld\n", accepted ? "accepts" : "REJECTS", who.c_str(),
-                static_cast<long long>(token));
+    // Tell the first write of each token and every rejection; count the rest.
+    if (!accepted || token != highest)
+      std::printf("[store]   %s writes from %s with token %lld\n", accepted ? "accepts" : "REJECTS", who.c_str(),
+                  static_cast<long long>(token));
+    if (accepted) {
+      highest = token;
+      ++accepted_writes;
+    }
     return accepted;
   }
 };
@@ -165,7 +171,8 @@ asio::awaitable<void> ann_holds(zk::client* ann_session, fenced_store* store, st
     co_await dlock::with_lock(ann, body);
     example::check(false, "ann's session loss was noticed");
   } catch (const boost::system::system_error& e) {
-    std::printf("[zk]      ann lost the mutex (%s): with_lock cancelled her writes\n", e.code().message().c_str());
+    std::printf("[zk]      ann lost the mutex after %d writes (%s): with_lock cancelled her writes\n",
+                store->accepted_writes, e.code().message().c_str());
   }
 }
 
