@@ -189,6 +189,7 @@ asio::awaitable<void> dlock_run(target t, int clients, int rounds, std::string n
 
 void run_one(asio::awaitable<void> (*scenario)(target, int, int, std::string), target t, int clients, int rounds,
              const std::string& name) {
+  if (!dlock::bench::wanted(name, scenario == &raw_run ? "raw" : "dlock")) return;
   asio::io_context io(1);
   std::exception_ptr failure;
   asio::co_spawn(io, scenario(t, clients, rounds, name), [&](std::exception_ptr e) { failure = e; });

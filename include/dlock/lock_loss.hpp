@@ -21,7 +21,8 @@
 namespace dlock {
 
 /// Not thread-safe on its own: every call runs on the owning lock's executor
-/// (its strand), which is where the lock's own operations complete.
+/// (the ZooKeeper client's strand, or the Redis connection's executor),
+/// which is where the lock's own operations complete.
 class lock_loss {
  public:
   explicit lock_loss(asio::any_io_executor executor);

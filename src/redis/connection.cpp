@@ -1,6 +1,7 @@
 #include "connection_impl.hpp"
 
 #include <dlock/error.hpp>
+#include <dlock/redis/detail/token.hpp>
 #include <dlock/log.hpp>
 
 #include <boost/asio/append.hpp>
@@ -11,6 +12,9 @@
 #include <boost/asio/detached.hpp>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/ssl/context.hpp>
+#include <boost/asio/ssl/host_name_verification.hpp>
+#include <boost/asio/ssl/stream.hpp>
 
 namespace dlock::redis {
 namespace detail {
@@ -22,6 +26,13 @@ template <class Handler, class... Args>
 void post_completion(const asio::any_io_executor& fallback, Handler&& h, Args&&... args) {
   // post() runs it on the handler's own associated executor (else `fallback`).
   asio::post(fallback, asio::append(std::move(h), std::forward<Args>(args)...));
+}
+
+// From the reader, never inside an initiating function: the handler may run
+// in place when its executor is the one running this thread.
+template <class Handler, class... Args>
+void dispatch_completion(const asio::any_io_executor& fallback, Handler&& h, Args&&... args) {
+  asio::dispatch(fallback, asio::append(std::move(h), std::forward<Args>(args)...));
 }
 
 bool cancels(asio::cancellation_type t) {
@@ -44,59 +55,82 @@ std::string eval_form(const request& r) {
   return out;
 }
 
+std::unique_ptr<asio::ssl::context> make_tls_context(const tls_options& o, error_code& ec) {
+  auto context = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_client);
+  context->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_tlsv1 |
+                           asio::ssl::context::no_tlsv1_1,
+                       ec);
+  if (!ec) {
+    if (o.ca_file.empty()) context->set_default_verify_paths(ec);
+    else context->load_verify_file(o.ca_file, ec);
+  }
+  if (!ec && !o.cert_file.empty()) context->use_certificate_chain_file(o.cert_file, ec);
+  if (!ec && !o.key_file.empty()) context->use_private_key_file(o.key_file, asio::ssl::context::pem, ec);
+  if (!ec) context->set_verify_mode(o.verify_peer ? asio::ssl::verify_peer : asio::ssl::verify_none, ec);
+  if (ec) return nullptr;
+  return context;
+}
+
 }  // namespace
 
+connection_impl::~connection_impl() = default;
+
 connection_impl::connection_impl(asio::any_io_executor executor, options opts)
-    : strand_(asio::make_strand(executor)),
+    : executor_(std::move(executor)),
       opts_(std::move(opts)),
-      resolver_(strand_),
-      socket_(strand_),
-      deadline_timer_(strand_),
-      session_end_(strand_),
-      backoff_timer_(strand_),
-      connect_timer_(strand_),
-      random_(std::random_device{}()) {}
+      resolver_(executor_),
+      socket_(executor_),
+      deadline_timer_(executor_),
+      session_end_(executor_),
+      backoff_timer_(executor_),
+      connect_timer_(executor_),
+      random_(jitter_seed()) {}
 
 // ---- commands ----
 
 void connection_impl::enqueue(request_ptr r) {
-  if (!r->handler) return;  // cancelled before it reached the strand
+  if (!r->handler) return;  // cancelled before it reached the executor
   error_code refuse;
   if (closed_) refuse = dlock::error::closed;
   else if (r->internal ? !session_open_ : state_ != connection_state::connected)
     refuse = error::not_connected;
-  if (refuse) return finish(*r, refuse, reply());
+  if (refuse) return finish(*r, refuse, reply(), completion::post);
 
   if (opts_.command_timeout.count() > 0) r->deadline = clock::now() + opts_.command_timeout;
   queue_.push(std::move(r));
   schedule_write();
 }
 
-// The write starts after the handlers already queued on the strand have run,
-// so commands issued together (the completions of one read) share one write.
+// The write starts after the handlers already queued have run, so commands
+// issued together share one write. Commands issued while a read hands out
+// replies go out when it ends (see on_read), without a trip through the queue.
 void connection_impl::schedule_write() {
   if (writing_ || write_scheduled_) return;
+  if (dispatching_replies_) {
+    write_wanted_ = true;
+    return;
+  }
   write_scheduled_ = true;
-  asio::post(strand_, [self = shared_from_this(), session = session_] {
+  asio::post(executor_, [self = shared_from_this(), session = session_] {
     self->write_scheduled_ = false;
     if (session == self->session_ && !self->writing_) self->start_write();
   });
 }
 
 // Installed by the initiating function, so a cancellation emitted before the
-// request reaches the strand is not lost; the work itself runs on the strand.
+// request reaches the executor is not lost; the work itself runs there.
 void connection_impl::bind_cancellation(const request_ptr& r) {
   r->slot = asio::get_associated_cancellation_slot(*r->handler);
   if (!r->slot.is_connected()) return;
   r->slot.assign([weak = std::weak_ptr<request>(r), self = std::weak_ptr<connection_impl>(shared_from_this()),
-                  strand = strand_](asio::cancellation_type t) {
+                  executor = executor_](asio::cancellation_type t) {
     if (!cancels(t)) return;
-    asio::dispatch(strand, [weak, self] {
+    asio::dispatch(executor, [weak, self] {
       auto req = weak.lock();
       auto impl = self.lock();
       if (!req || !impl || !req->handler) return;
       // Abandoned: if unwritten it is skipped, else its reply is dropped.
-      impl->finish(*req, asio::error::operation_aborted, reply(), true);
+      impl->finish(*req, asio::error::operation_aborted, reply(), completion::post, true);
     });
   });
 }
@@ -111,15 +145,31 @@ void connection_impl::start_write() {
   batch_.clear();
   stats_.commands += n;
   writing_ = true;
-  do_write();
+  write_rest();
+}
+
+// Tries the write at once: the socket usually takes it all, and then no
+// completion has to go round the scheduler. What is left goes asynchronously.
+void connection_impl::write_rest() {
+  if (tls_) return do_write();  // TLS records are written by the stream
+  error_code ec;
+  std::size_t n = socket_.write_some(asio::buffer(out_.data() + out_written_, out_.size() - out_written_), ec);
+  if (ec == asio::error::would_block || ec == asio::error::try_again) return do_write();
+  ++stats_.writes;
+  if (ec) return lose(error::connection_lost);
+  out_written_ += n;
+  if (out_written_ < out_.size()) return do_write();
+  writing_ = false;
+  if (queue_.has_waiting()) schedule_write();
 }
 
 void connection_impl::do_write() {
-  socket_.async_write_some(
-      asio::buffer(out_.data() + out_written_, out_.size() - out_written_),
-      [self = shared_from_this(), session = session_](error_code ec, std::size_t n) {
-        self->on_write(session, ec, n);
-      });
+  auto rest = asio::buffer(out_.data() + out_written_, out_.size() - out_written_);
+  auto done = [self = shared_from_this(), session = session_, tls = tls_](error_code ec, std::size_t n) {
+    self->on_write(session, ec, n);
+  };
+  if (tls_) return tls_->async_write_some(rest, std::move(done));
+  socket_.async_write_some(rest, std::move(done));
 }
 
 void connection_impl::on_write(std::uint64_t session, error_code ec, std::size_t n) {
@@ -132,26 +182,44 @@ void connection_impl::on_write(std::uint64_t session, error_code ec, std::size_t
   if (queue_.has_waiting()) schedule_write();
 }
 
+// A speculative read right after a reply usually finds the socket empty (one
+// EAGAIN per round trip). Waiting for readiness instead costs Asio an
+// epoll_ctl per wait, the same price, so the plain read stays.
 void connection_impl::start_read() {
-  socket_.async_read_some(asio::buffer(in_), [self = shared_from_this(), session = session_](
-                                                 error_code ec, std::size_t n) {
+  auto done = [self = shared_from_this(), session = session_, tls = tls_](error_code ec, std::size_t n) {
     self->on_read(session, ec, n);
-  });
+  };
+  if (tls_) return tls_->async_read_some(asio::buffer(in_), std::move(done));
+  socket_.async_read_some(asio::buffer(in_), std::move(done));
 }
 
 void connection_impl::on_read(std::uint64_t session, error_code ec, std::size_t n) {
   if (session != session_ || !session_open_) return;
   if (ec) return lose(error::connection_lost);
   parser_.feed(in_.data(), n);
+  dispatching_replies_ = true;
+  error_code broken = dispatch_replies(session);
+  dispatching_replies_ = false;
+  if (broken) return lose(broken);
+  if (session != session_) return;  // a continuation closed the connection
+  start_read();
+  if (write_wanted_) {
+    write_wanted_ = false;
+    if (!writing_) start_write();
+  }
+}
+
+// Hands out every complete reply in the buffer; their continuations may run
+// in place and issue the next commands.
+error_code connection_impl::dispatch_replies(std::uint64_t session) {
   for (;;) {
     reply r;
     auto result = parser_.next(r);
-    if (result == reply_parser::result::none) break;
-    if (result == reply_parser::result::protocol_error) return lose(error::protocol_error);
+    if (result == reply_parser::result::none) return {};
+    if (result == reply_parser::result::protocol_error) return error::protocol_error;
     on_reply(std::move(r));
-    if (session != session_) return;  // on_reply lost the session
+    if (session != session_) return {};  // on_reply lost the session
   }
-  start_read();
 }
 
 void connection_impl::on_reply(reply r) {
@@ -171,16 +239,20 @@ void connection_impl::on_reply(reply r) {
     }
     ec = kind;
   }
-  finish(*req, ec, std::move(r));
+  finish(*req, ec, std::move(r), completion::dispatch);
 }
 
-void connection_impl::finish(request& r, error_code ec, reply value, bool from_slot) {
+// `post` wherever the caller may be inside an initiating function or walking
+// the queue (refusals, cancellation, deadlines, loss); `dispatch` for replies.
+// A direct continuation runs in place only then, so it may dispatch in turn.
+void connection_impl::finish(request& r, error_code ec, reply value, completion how, bool from_slot) {
   if (!from_slot && r.slot.is_connected()) r.slot.clear();
   r.slot = {};
   handler_type handler(std::move(*r.handler));
   r.handler.reset();
+  if (how == completion::post) return post_completion(executor_, std::move(handler), ec, std::move(value));
   if (r.direct) return std::move(handler)(ec, std::move(value));
-  post_completion(strand_, std::move(handler), ec, std::move(value));
+  dispatch_completion(executor_, std::move(handler), ec, std::move(value));
 }
 
 // ---- deadlines: one timer for all commands ----
@@ -209,7 +281,7 @@ void connection_impl::check_deadlines() {
   queue_.visit([&](const request_ptr& r) {
     if (!r->handler) return true;
     if (r->deadline > now) return false;
-    finish(*r, error::timed_out, reply());
+    finish(*r, error::timed_out, reply(), completion::post);
     return true;
   });
 }
@@ -217,13 +289,13 @@ void connection_impl::check_deadlines() {
 // ---- the session: connect, handshake, lose, reconnect ----
 
 void connection_impl::connect(handler_type0 handler) {
-  if (closed_) return post_completion(strand_, std::move(handler), error_code(dlock::error::closed));
-  if (state_ == connection_state::connected) return post_completion(strand_, std::move(handler), error_code());
+  if (closed_) return post_completion(executor_, std::move(handler), error_code(dlock::error::closed));
+  if (state_ == connection_state::connected) return post_completion(executor_, std::move(handler), error_code());
   add_waiter(connection_state::connected, true, std::move(handler));
   if (running_) return;
   running_ = true;
   arm_deadline_timer();
-  asio::co_spawn(strand_, run(), asio::detached);
+  asio::co_spawn(executor_, run(), asio::detached);
 }
 
 asio::awaitable<void> connection_impl::run() {
@@ -288,6 +360,10 @@ asio::awaitable<error_code> connection_impl::connect_once() {
   }
   if (!ec && !closed_) {
     socket_.set_option(asio::ip::tcp::no_delay(true), ec);
+    if (!ec) socket_.non_blocking(true, ec);  // for write_rest's first try
+  }
+  if (!ec && !closed_ && opts_.tls.enabled) ec = co_await tls_handshake();
+  if (!ec && !closed_) {
     session_open_ = true;
     ++session_;
     writing_ = false;
@@ -324,6 +400,25 @@ static std::vector<command> greeting(const options& o) {
   return out;
 }
 
+asio::awaitable<error_code> connection_impl::tls_handshake() {
+  error_code ec;
+  if (!tls_context_) tls_context_ = make_tls_context(opts_.tls, ec);
+  if (ec) co_return ec;
+  // Held here too: the connect timeout's lose() may drop tls_ mid-handshake.
+  auto stream = std::make_shared<tls_stream>(socket_, *tls_context_);
+  tls_ = stream;
+  const std::string& name = opts_.tls.server_name.empty() ? opts_.host : opts_.tls.server_name;
+  if (opts_.tls.verify_peer) stream->set_verify_callback(asio::ssl::host_name_verification(name));
+  error_code not_an_address;
+  asio::ip::make_address(name, not_an_address);
+  if (not_an_address) SSL_set_tlsext_host_name(stream->native_handle(), name.c_str());  // SNI takes names only
+  auto handshaking = stream->async_handshake(asio::ssl::stream_base::client, tuple_token);
+  auto [handshake_ec] = co_await std::move(handshaking);
+  if (handshake_ec) tls_.reset();
+  co_return handshake_ec;
+}
+
+// The greeting (AUTH, SELECT, CLIENT SETNAME), after any TLS handshake.
 asio::awaitable<error_code> connection_impl::handshake() {
   std::vector<command> commands = greeting(opts_);
   for (auto& c : commands) {
@@ -355,11 +450,13 @@ void connection_impl::lose(error_code why) {
   session_open_ = false;
   ++session_;
   writing_ = false;
+  write_wanted_ = false;
   error_code ignored;
   socket_.close(ignored);
+  tls_.reset();  // a new session gets a new TLS stream
   parser_.reset();
   queue_.drain([&](request_ptr& r) {
-    if (r->handler) finish(*r, why, reply());
+    if (r->handler) finish(*r, why, reply(), completion::post);
   });
   session_end_.cancel();
 }
@@ -381,8 +478,8 @@ void connection_impl::close() {
 // ---- state waiters ----
 
 void connection_impl::wait_for(connection_state target, handler_type0 handler) {
-  if (state_ == target) return post_completion(strand_, std::move(handler), error_code());
-  if (closed_) return post_completion(strand_, std::move(handler), error_code(dlock::error::closed));
+  if (state_ == target) return post_completion(executor_, std::move(handler), error_code());
+  if (closed_) return post_completion(executor_, std::move(handler), error_code(dlock::error::closed));
   add_waiter(target, false, std::move(handler));
 }
 
@@ -403,7 +500,7 @@ void connection_impl::complete_waiter(std::list<waiter>::iterator it, error_code
   if (!from_slot && it->slot.is_connected()) it->slot.clear();
   auto handler = std::move(it->handler);
   waiters_.erase(it);
-  post_completion(strand_, std::move(handler), ec);
+  post_completion(executor_, std::move(handler), ec);
 }
 
 void connection_impl::set_state(connection_state s) {

@@ -1,5 +1,6 @@
-// The connection's internals: one strand, one socket, one reader, one writer,
-// the pipelining queue, one timer for every command's deadline.
+// The connection's internals: one socket, one reader, one writer, the
+// pipelining queue, one timer for every command's deadline. Everything runs on
+// the executor the user gave (a strand if they call from several threads).
 #pragma once
 
 #include "reply_parser.hpp"
@@ -10,7 +11,6 @@
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <boost/asio/strand.hpp>
 
 #include <array>
 #include <chrono>
@@ -19,8 +19,15 @@
 #include <optional>
 #include <random>
 
+namespace boost::asio::ssl {
+class context;
+template <typename Stream>
+class stream;
+}  // namespace boost::asio::ssl
+
 namespace dlock::redis::detail {
 
+using tls_stream = asio::ssl::stream<asio::ip::tcp::socket&>;
 using clock = std::chrono::steady_clock;
 using handler_type = asio::any_completion_handler<void(error_code, reply)>;
 using handler_type0 = asio::any_completion_handler<void(error_code)>;
@@ -37,14 +44,14 @@ struct request {
   clock::time_point deadline = clock::time_point::max();
   bool internal = false;  // handshake command, allowed while connecting
   bool use_eval = false;
-  // A library continuation (dlock's locks) that only touches strand state
-  // and posts onward: invoked in place, saving a hop per command.
+  // A library continuation (dlock's locks) that only touches the lock's
+  // state and completes onward itself: invoked in place, not dispatched.
   bool direct = false;
 };
 using request_ptr = std::shared_ptr<request>;
 
-// For dlock's own locks, which call from the strand with continuations that
-// may run in place (see request::direct).
+// For dlock's own locks, which call from the connection's executor with
+// continuations that may run in place (see request::direct).
 struct connection_access {
   static void exec(connection& c, command cmd, handler_type handler) {
     c.start_exec(std::move(cmd).take_encoded(), nullptr, 0, std::move(handler), true);
@@ -57,13 +64,14 @@ struct connection_access {
 class connection_impl : public std::enable_shared_from_this<connection_impl> {
  public:
   connection_impl(asio::any_io_executor executor, options opts);
+  ~connection_impl();
 
-  asio::any_io_executor executor() const { return strand_; }
+  asio::any_io_executor executor() const { return executor_; }
   const options& opts() const { return opts_; }
   connection_state state() const { return state_; }
   connection_stats stats() const { return stats_; }
 
-  // Called on the strand.
+  // Called on the connection's executor.
   void enqueue(request_ptr r);
   void bind_cancellation(const request_ptr& r);  // any thread, at initiation
   void connect(handler_type0 handler);
@@ -80,16 +88,20 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
 
   asio::awaitable<void> run();
   asio::awaitable<error_code> connect_once();
+  asio::awaitable<error_code> tls_handshake();
   asio::awaitable<error_code> handshake();
   asio::awaitable<error_code> internal_exec(command cmd);
   void schedule_write();
   void start_write();
+  void write_rest();
   void do_write();
   void on_write(std::uint64_t session, error_code ec, std::size_t n);
   void start_read();
   void on_read(std::uint64_t session, error_code ec, std::size_t n);
+  error_code dispatch_replies(std::uint64_t session);
   void on_reply(reply r);
-  void finish(request& r, error_code ec, reply value, bool from_slot = false);
+  enum class completion { post, dispatch };
+  void finish(request& r, error_code ec, reply value, completion how, bool from_slot = false);
   void lose(error_code why);
   void arm_deadline_timer();
   void check_deadlines();
@@ -99,10 +111,14 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   void notify_connect(error_code ec);
   clock::duration next_backoff();
 
-  asio::strand<asio::any_io_executor> strand_;
+  asio::any_io_executor executor_;
   options opts_;
   asio::ip::tcp::resolver resolver_;
   asio::ip::tcp::socket socket_;
+  std::unique_ptr<asio::ssl::context> tls_context_;  // made at the first TLS connect
+  // The TLS session over socket_, new for every connection. Operations in
+  // flight hold it too: they may outlive a lost session.
+  std::shared_ptr<tls_stream> tls_;
   asio::steady_timer deadline_timer_;
   asio::steady_timer session_end_;  // a condvar: cancelled when the session ends
   asio::steady_timer backoff_timer_;
@@ -123,6 +139,10 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   bool session_open_ = false;
   bool writing_ = false;
   bool write_scheduled_ = false;
+  // Set while on_read hands out replies: commands their continuations issue
+  // wait for the end of the read and leave together in one write.
+  bool dispatching_replies_ = false;
+  bool write_wanted_ = false;
   bool running_ = false;
   bool closed_ = false;
   bool connect_timed_out_ = false;

@@ -52,7 +52,7 @@ struct lock_state : std::enable_shared_from_this<lock_state> {
         opts(o),
         loss(c.get_executor()),
         extender(c.get_executor(), loss),
-        random(std::random_device{}()) {}
+        random(jitter_seed()) {}
 
   std::chrono::microseconds drift_for(std::chrono::milliseconds ttl) const {
     return detail::drift(ttl, opts.drift_factor, opts.drift_extra);
@@ -195,12 +195,20 @@ void spawn(const std::shared_ptr<lock_state>& s, asio::awaitable<error_code> cor
 
 // ---- the fast paths: one command, a plain completion handler, no coroutine ----
 
+// From an initiating function: never complete in place.
 void complete_soon(const std::shared_ptr<lock_state>& s, asio::any_completion_handler<void(error_code)> h,
                    error_code ec) {
   asio::post(s->conn->get_executor(), asio::append(std::move(h), ec));
 }
 
-// Completion of the first SET NX PX (runs on the strand).
+// From a reply continuation (the connection never runs those inside an
+// initiating function): the caller may resume in place.
+void complete_now(const std::shared_ptr<lock_state>& s, asio::any_completion_handler<void(error_code)> h,
+                  error_code ec) {
+  asio::dispatch(s->conn->get_executor(), asio::append(std::move(h), ec));
+}
+
+// Completion of the first SET NX PX (on the connection's executor).
 struct set_reply {
   std::shared_ptr<lock_state> s;
   std::string token;
@@ -230,7 +238,7 @@ struct set_reply {
   }
   void finish(error_code ec) {
     s->acquiring = false;
-    complete_soon(s, std::move(handler), ec);
+    complete_now(s, std::move(handler), ec);
   }
 };
 
@@ -250,13 +258,13 @@ void begin_acquire(std::shared_ptr<lock_state> s, bool retry, asio::any_completi
                           set_reply{std::move(s), std::move(token), sent, give_up, retry, slot, std::move(h)});
 }
 
-// Completion of the compare-and-delete (runs on the strand).
+// Completion of the compare-and-delete (on the connection's executor).
 struct release_reply {
   std::shared_ptr<lock_state> s;
   asio::any_completion_handler<void(error_code)> handler;
   void operator()(error_code ec, reply r) {
     if (!ec) ec = interpret_compare_script(r);
-    complete_soon(s, std::move(handler), ec);
+    complete_now(s, std::move(handler), ec);
   }
 };
 
@@ -280,7 +288,7 @@ lock::~lock() {
   if (state_->held) state_->delete_in_background(state_->token);
 }
 
-// The lock's state lives on the connection's strand: get there first.
+// The lock's state lives on the connection's executor: get there first.
 void lock::start_acquire(bool retry, handler_type handler) {
   asio::dispatch(state_->conn->get_executor(), [s = state_, retry, h = std::move(handler)]() mutable {
     detail::begin_acquire(std::move(s), retry, std::move(h));

@@ -75,17 +75,17 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
         handler_(std::move(handler)),
         retry_(owner_->options, redlock_clock::now()),
         retry_enabled_(retry),
-        pause_(owner_->strand) {}
+        pause_(owner_->executor) {}
 
-  // Called on the initiating thread: a cancellation is forwarded to the strand.
+  // Called on the initiating thread: a cancellation is forwarded to the executor.
   void bind_cancellation() {
     slot_ = asio::get_associated_cancellation_slot(handler_);
     if (!slot_.is_connected()) return;
     std::weak_ptr<lock_op> weak = weak_from_this();
-    auto strand = owner_->strand;
-    slot_.assign([weak, strand](asio::cancellation_type_t type) {
+    auto executor = owner_->executor;
+    slot_.assign([weak, executor](asio::cancellation_type_t type) {
       if (!(type & (asio::cancellation_type::terminal | asio::cancellation_type::partial))) return;
-      asio::post(strand, [weak] {
+      asio::post(executor, [weak] {
         if (auto self = weak.lock()) self->cancel();
       });
     });
@@ -93,7 +93,7 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
 
   void start() {
     if (owner_->state == hold_state::held || owner_->state == hold_state::acquiring)
-      return complete(dlock::error::already_held);
+      return complete(dlock::error::already_held, in_initiation);
     owner_->state = hold_state::acquiring;
     owner_->token = make_token();  // never reused; kept across this lock()'s retries
     attempt();
@@ -144,9 +144,11 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
     complete(asio::error::operation_aborted);
   }
 
-  void complete(error_code ec) {
+  static constexpr bool in_initiation = true;
+  void complete(error_code ec, bool initiating = false) {
     if (slot_.is_connected()) slot_.clear();
-    complete_later(owner_->strand, std::move(handler_), ec);
+    if (initiating) return complete_later(owner_->executor, std::move(handler_), ec);
+    complete_now(owner_->executor, std::move(handler_), ec);
   }
 
   std::shared_ptr<redlock_impl> owner_;
@@ -238,7 +240,7 @@ class extend_op final : public fanout {
     owner_->lose(make_error_code(dlock::error::lost));
     complete(dlock::error::lost);
   }
-  void complete(error_code ec) { complete_later(owner_->strand, std::move(handler_), ec); }
+  void complete(error_code ec) { complete_now(owner_->executor, std::move(handler_), ec); }
 
   redlock_round round_;
   milliseconds ttl_;
@@ -250,9 +252,9 @@ class extend_op final : public fanout {
 
 void start_extend(std::shared_ptr<redlock_impl> owner, milliseconds ttl, handler0 handler) {
   if (owner->state != hold_state::held)
-    return complete_later(owner->strand, std::move(handler), make_error_code(dlock::error::not_held));
+    return complete_later(owner->executor, std::move(handler), make_error_code(dlock::error::not_held));
   if (ttl <= milliseconds::zero() || owner->options.master_timeout >= ttl)
-    return complete_later(owner->strand, std::move(handler),
+    return complete_later(owner->executor, std::move(handler),
                           make_error_code(dlock::error::invalid_argument));
   auto op = std::make_shared<extend_op>(std::move(owner), ttl, std::move(handler));
   op->start();
@@ -274,24 +276,24 @@ redlock::redlock(asio::any_io_executor executor, std::vector<std::shared_ptr<con
 }
 
 redlock::~redlock() {
-  asio::post(impl_->strand, [impl = impl_] {
+  asio::post(impl_->executor, [impl = impl_] {
     if (impl->state == detail::hold_state::held || impl->state == detail::hold_state::lost)
       impl->end_hold([impl](error_code) { impl->release_in_background(); });
   });
 }
 
-redlock::executor_type redlock::get_executor() const noexcept { return impl_->strand; }
+redlock::executor_type redlock::get_executor() const noexcept { return impl_->executor; }
 
 void redlock::start_lock(handler0 handler, bool retry) {
   auto op = std::make_shared<detail::lock_op>(impl_, std::move(handler), retry);
   op->bind_cancellation();
-  asio::post(impl_->strand, [op] { op->start(); });
+  asio::dispatch(impl_->executor, [op] { op->start(); });
 }
 
 void redlock::start_unlock(handler_count handler) {
-  asio::post(impl_->strand, [impl = impl_, h = std::move(handler)]() mutable {
+  asio::dispatch(impl_->executor, [impl = impl_, h = std::move(handler)]() mutable {
     if (impl->state != detail::hold_state::held && impl->state != detail::hold_state::lost)
-      return detail::complete_later(impl->strand, std::move(h),
+      return detail::complete_later(impl->executor, std::move(h),
                                     make_error_code(dlock::error::not_held), std::size_t{0});
     // No extension may land after the release: wait for one in flight.
     impl->end_hold(asio::any_completion_handler<void(error_code)>(
@@ -303,7 +305,7 @@ void redlock::start_unlock(handler_count handler) {
 }
 
 void redlock::start_extend(std::chrono::milliseconds ttl, handler0 handler) {
-  asio::post(impl_->strand, [impl = impl_, ttl, h = std::move(handler)]() mutable {
+  asio::dispatch(impl_->executor, [impl = impl_, ttl, h = std::move(handler)]() mutable {
     detail::start_extend(impl, ttl, std::move(h));
   });
 }

@@ -1,6 +1,7 @@
 #include "redlock_fanout.hpp"
 
 #include <dlock/log.hpp>
+#include <dlock/redis/detail/token.hpp>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/post.hpp>
@@ -25,17 +26,17 @@ const script& extend_script() {
 
 // ---------------------------------------------------------------- redlock_impl
 
-redlock_impl::redlock_impl(asio::any_io_executor executor, std::vector<std::shared_ptr<connection>> m,
+redlock_impl::redlock_impl(asio::any_io_executor ex, std::vector<std::shared_ptr<connection>> m,
                            std::string k, redlock_options o)
-    : strand(asio::make_strand(executor)),
+    : executor(std::move(ex)),
       masters(std::move(m)),
       key(std::move(k)),
       options(o),
-      loss(strand),
-      deadline_timer_(strand),
-      validity_timer_(strand),
-      extender_(strand, loss),
-      random_(std::random_device{}()) {
+      loss(executor),
+      deadline_timer_(executor),
+      validity_timer_(executor),
+      extender_(executor, loss),
+      random_(jitter_seed()) {
   names.reserve(masters.size());
   for (const auto& master : masters) {
     const auto& opts = master->get_options();
@@ -189,7 +190,7 @@ struct fanout::answer_handler {
   std::size_t index;
 
   using executor_type = asio::any_io_executor;
-  executor_type get_executor() const noexcept { return op->strand(); }
+  executor_type get_executor() const noexcept { return op->executor(); }
   using cancellation_slot_type = asio::cancellation_slot;
   cancellation_slot_type get_cancellation_slot() const noexcept { return op->slot(index); }
 
@@ -232,7 +233,7 @@ void fanout::expire() {
   abandon_pending();
 }
 
-// Cancellation is emitted on the connection's own strand, as it asks; the
+// Cancellation is emitted on the connection's own executor, as it asks; the
 // abandoned command's reply (if it comes) is read and dropped by the connection.
 void fanout::abandon_pending() {
   for (std::size_t i = 0; i < in_flight_.size(); ++i) {
@@ -289,7 +290,7 @@ void release_fanout::on_all_answered() {
 }
 
 void release_fanout::complete(error_code ec) {
-  if (done_) complete_later(owner_->strand, std::move(done_), ec, released_);
+  if (done_) complete_now(owner_->executor, std::move(done_), ec, released_);
 }
 
 }  // namespace dlock::redis::detail

@@ -9,8 +9,8 @@
 
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/append.hpp>
+#include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/strand.hpp>
 #include <boost/asio/steady_timer.hpp>
 
 #include <cstdint>
@@ -25,13 +25,13 @@ namespace dlock::redis::detail {
 enum class hold_state : std::uint8_t { idle, acquiring, held, lost };
 class fanout;
 
-/// The shared state of one `redlock`; lives on its strand.
+/// The shared state of one `redlock`; lives on its executor.
 class redlock_impl : public std::enable_shared_from_this<redlock_impl> {
  public:
   redlock_impl(asio::any_io_executor executor, std::vector<std::shared_ptr<connection>> masters,
                std::string key, redlock_options options);
 
-  asio::any_io_executor strand;
+  asio::any_io_executor executor;
   std::vector<std::shared_ptr<connection>> masters;
   std::vector<std::string> names;  // "host:port", for logs
   std::string key;
@@ -87,7 +87,7 @@ const script& release_script();
 const script& extend_script();
 
 /// One command (or script) to every master; answers arrive on the redlock's
-/// strand. At the per-master timeout the masters still pending are abandoned:
+/// executor. At the per-master timeout the masters still pending are abandoned:
 /// their handlers run with operation_aborted shortly after.
 class fanout : public std::enable_shared_from_this<fanout> {
  public:
@@ -100,7 +100,7 @@ class fanout : public std::enable_shared_from_this<fanout> {
   /// The per-master timeout passed (called by the owner's deadline timer).
   void expire();
   asio::cancellation_slot slot(std::size_t index) noexcept { return signals_[index].slot(); }
-  const asio::any_io_executor& strand() const noexcept { return owner_->strand; }
+  const asio::any_io_executor& executor() const noexcept { return owner_->executor; }
 
  protected:
   virtual void on_answer(std::size_t index, error_code ec, reply answer) = 0;
@@ -154,10 +154,18 @@ class release_fanout final : public fanout {
 void start_extend(std::shared_ptr<redlock_impl> owner, std::chrono::milliseconds ttl,
                   asio::any_completion_handler<void(error_code)> handler);
 
-/// Runs `handler(args...)` later on its associated executor (never inline).
+/// Runs `handler(args...)` later on its associated executor (never inline):
+/// for completions decided inside an initiating function.
 template <class Handler, class... Args>
 void complete_later(const asio::any_io_executor& fallback, Handler handler, Args... args) {
   asio::post(fallback, asio::append(std::move(handler), args...));
+}
+
+/// Runs `handler(args...)` in place when its executor is the one running:
+/// for completions decided by an answer, a timer or a cancellation.
+template <class Handler, class... Args>
+void complete_now(const asio::any_io_executor& fallback, Handler handler, Args... args) {
+  asio::dispatch(fallback, asio::append(std::move(handler), args...));
 }
 
 }  // namespace dlock::redis::detail

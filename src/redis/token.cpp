@@ -1,6 +1,7 @@
 #include <dlock/redis/detail/token.hpp>
 
 #include <cerrno>
+#include <random>
 #include <system_error>
 
 #include <sys/random.h>
@@ -25,6 +26,11 @@ std::string make_token() {
     token[2 * i + 1] = hex[bytes[i] & 0xF];
   }
   return token;
+}
+
+std::uint32_t jitter_seed() {
+  thread_local std::mt19937 seeds(std::random_device{}());
+  return static_cast<std::uint32_t>(seeds());
 }
 
 }  // namespace dlock::redis::detail

@@ -54,12 +54,15 @@ struct connection_stats {
 /// `auto op = conn.exec({"GET", k}); co_await std::move(op);` or
 /// `co_await conn.exec(command("GET", k));`.
 ///
-/// Thread safety: all work runs on a strand made from the given executor;
-/// member functions may be called from any thread. Completions run on the
-/// handler's associated executor (by default the strand). Cancellation
-/// (terminal or partial) of `exec` abandons the command: if it was not yet
-/// written it is never sent, else its reply is read and dropped. Emit
-/// cancellation from the thread running the connection's executor.
+/// Thread safety, as for Asio's own sockets: the connection and the locks on
+/// it run on the executor they were given and are not thread-safe. Use them
+/// from one thread, or give the connection a strand when the io_context runs
+/// on several threads (the locks then run on that strand too). Completions
+/// run on the handler's associated executor (by default the connection's); a
+/// reply may resume its waiter in place when that executor is the one
+/// running. Cancellation (terminal or partial) of `exec` abandons the command:
+/// if it was not yet written it is never sent, else its reply is read and
+/// dropped. Emit cancellation from the thread running the connection.
 ///
 /// The object is a handle: pending operations keep the internals alive;
 /// destroying the handle closes the connection.
@@ -70,7 +73,7 @@ class connection {
   connection(connection&&) noexcept;
   connection& operator=(connection&&) noexcept;
 
-  /// The connection's strand.
+  /// The executor the connection runs on (the one it was given).
   asio::any_io_executor get_executor() const noexcept;
   const options& get_options() const noexcept;
   connection_state state() const noexcept;

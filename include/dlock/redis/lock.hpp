@@ -52,8 +52,8 @@ struct lock_options {
 /// Named acquire / try_acquire / release (a member cannot be called `lock`
 /// in class `lock`), like every dlock lock.
 ///
-/// Runs on the connection's strand: call its members there (or from the one
-/// thread running the io_context). The connection must outlive the lock.
+/// Runs on the connection's executor and, like the connection, is not
+/// thread-safe (see connection). The connection must outlive the lock.
 /// Not reentrant. Destroying a held lock releases it in the background.
 class lock {
  public:

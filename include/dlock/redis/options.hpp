@@ -7,6 +7,25 @@
 
 namespace dlock::redis {
 
+/// TLS through asio::ssl (OpenSSL). Redis serves it on its own port
+/// (`tls-port`), so `options::port` must name that one.
+struct tls_options {
+  bool enabled = false;
+  /// PEM file of the CA(s) the server's certificate is checked against;
+  /// empty: the system's default trust store.
+  std::string ca_file;
+  /// A client certificate and its key (PEM), for a server that asks for one
+  /// (`tls-auth-clients yes`); empty: none.
+  std::string cert_file;
+  std::string key_file;
+  /// The name the server's certificate must carry (DNS name or IP address),
+  /// also sent as SNI when it is a name; empty: `options::host`.
+  std::string server_name;
+  /// False accepts any certificate: anyone in the path can then pose as the
+  /// server. For tests only.
+  bool verify_peer = true;
+};
+
 struct options {
   std::string host = "127.0.0.1";
   std::uint16_t port = 6379;
@@ -30,6 +49,9 @@ struct options {
   std::chrono::milliseconds reconnect_max{2000};
   /// False: after the first loss the connection stays closed.
   bool reconnect = true;
+  /// Off by default. A failed handshake fails `connect()` with the TLS
+  /// error (e.g. "certificate verify failed").
+  tls_options tls;
 };
 
 }  // namespace dlock::redis

@@ -32,9 +32,11 @@
 // release is compare-and-DEL and extend compare-and-PEXPIRE, the scheme of
 // redsync and node-redlock, so mixed fleets can share one Redlock.
 //
-// Thread safety: all work runs on a strand made from the executor given to the
-// constructor; completions run on the handler's associated executor (by
-// default that strand). Do not start two operations on one redlock at once.
+// Thread safety, as for Asio's own I/O objects: a redlock runs on the executor
+// given to its constructor and is not thread-safe. On an io_context run by
+// several threads, give it and its master connections one strand. Completions
+// run on the handler's associated executor (by default the redlock's). Do not
+// start two operations on one redlock at once.
 #pragma once
 
 #include <dlock/config.hpp>
@@ -73,7 +75,7 @@ class redlock {
   redlock& operator=(const redlock&) = delete;
 
   using executor_type = asio::any_io_executor;
-  /// The strand every operation runs on.
+  /// The executor every operation runs on (the one it was given).
   executor_type get_executor() const noexcept;
 
   /// Acquires, retrying as the options say. Fails with `dlock::error::taken`

@@ -32,7 +32,7 @@ struct auto_extend_settings {
   std::chrono::milliseconds max_hold{0};  ///< no extension past acquired + max_hold (0: no cap)
 };
 
-/// Runs on the lock's strand; every member is called there. One hold at a
+/// Runs on the lock's executor; every member is called there. One hold at a
 /// time: start() after acquisition, stop() before release.
 class auto_extender {
  public:
