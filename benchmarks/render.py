@@ -10,6 +10,7 @@ programs alternate raw and dlock) is summarized by the median of each figure.
 Results without a raw counterpart are listed as they are.
 """
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -152,6 +153,8 @@ def main():
         out.write(text + "\n")
     if chart:
         render_chart(chart, png)
+    elif os.path.exists(png):
+        os.remove(png)  # no pair of sides in this run: no chart, rather than last run's
 
 
 if __name__ == "__main__":
