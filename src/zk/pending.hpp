@@ -1,8 +1,10 @@
 // A handler waiting for a result that the session's strand will produce:
 // an operation's reply, a watch event, a state change.
 //
-// Completion is idempotent and always posted to the handler's associated
-// executor (never inline). Terminal and partial cancellation forward to the
+// Completion is idempotent and never inline: it is posted to the handler's
+// associated executor, or, for results produced while the session drains the
+// C client, collected in a completion_batch and dispatched once the drain is
+// over (outside the C call, still on the strand: one handler less per reply). Terminal and partial cancellation forward to the
 // strand and complete the handler with operation_aborted; a reply arriving
 // later finds it done and is dropped. The slot is cleared on the handler's
 // executor, just before the handler runs, which is where Asio expects the
@@ -16,9 +18,11 @@
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/cancellation_type.hpp>
 #include <boost/asio/error.hpp>
+#include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/strand.hpp>
 
+#include <deque>
 #include <memory>
 #include <optional>
 #include <tuple>
@@ -41,6 +45,10 @@ class pending_base : public std::enable_shared_from_this<pending_base> {
 
   /// The C client's hold on this object, between a zoo_a* call and its completion.
   std::shared_ptr<pending_base> c_hold;
+
+  /// Runs the handler with the recorded result: `post` queues it, else it is
+  /// dispatched (may run in place). Strand only.
+  virtual void deliver(bool post) = 0;
 
  protected:
   /// Strand only: called for a terminal or partial cancellation.
@@ -70,6 +78,44 @@ class pending_base : public std::enable_shared_from_this<pending_base> {
   strand_type strand_;
 };
 
+/// Installed by session::drain on its thread for the drain's duration: the
+/// completions recorded meanwhile (inside C callbacks, where the process-wide
+/// C client lock is held) are delivered by `run()` once the drain is over.
+class completion_batch {
+ public:
+  completion_batch() : outer_(current_) { current_ = this; }
+  /// Whatever `run()` did not reach (a handler threw) is posted.
+  ~completion_batch() {
+    end_collecting();
+    for (auto& p : ready_) p->deliver(true);
+  }
+  completion_batch(const completion_batch&) = delete;
+  completion_batch& operator=(const completion_batch&) = delete;
+
+  static completion_batch* current() noexcept { return current_; }
+  void add(std::shared_ptr<pending_base> p) { ready_.push_back(std::move(p)); }
+
+  /// After the C calls: stop collecting, deliver in order (new completions
+  /// recorded by the handlers themselves are posted as usual).
+  void run() {
+    end_collecting();
+    while (!ready_.empty()) {
+      auto next = std::move(ready_.front());
+      ready_.pop_front();
+      next->deliver(false);
+    }
+  }
+
+ private:
+  void end_collecting() {
+    if (current_ == this) current_ = outer_;
+  }
+
+  inline static thread_local completion_batch* current_ = nullptr;
+  completion_batch* outer_;
+  std::deque<std::shared_ptr<pending_base>> ready_;
+};
+
 template <class... Args>
 class pending : public pending_base {
  public:
@@ -79,16 +125,23 @@ class pending : public pending_base {
   void start_cancellation() { connect_slot(asio::get_associated_cancellation_slot(handler_)); }
 
   /// Strand only (or before the operation reached the strand, when nothing else
-  /// can touch it). Records the result once and posts the handler.
+  /// can touch it). Records the result once and delivers it (see above).
   void complete(error_code ec, Args... args) {
     if (done_) return;
     done_ = true;
     result_.emplace(ec, std::move(args)...);
+    if (auto* batch = completion_batch::current()) return batch->add(shared_from_this());
+    deliver(true);
+  }
+
+  void deliver(bool post) override {
     // Through the strand, then dispatched to the handler's executor (Asio's
     // usual completion path; any_completion_executor cannot be posted to directly).
     auto ex = asio::get_associated_executor(handler_, strand());
     auto self = std::static_pointer_cast<pending>(shared_from_this());
-    asio::post(strand(), asio::bind_executor(ex, [self = std::move(self)]() mutable { self->invoke(); }));
+    auto invoke = asio::bind_executor(ex, [self = std::move(self)]() mutable { self->invoke(); });
+    if (post) return asio::post(strand(), std::move(invoke));
+    asio::dispatch(strand(), std::move(invoke));
   }
 
   void abort() { complete(asio::error::operation_aborted, Args{}...); }

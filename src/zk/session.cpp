@@ -193,6 +193,7 @@ void session::step() {
 }
 
 void session::drain(int events) {
+  completion_batch replies;  // delivered below, outside the C calls
   for (int i = 0; i < max_replies_per_drain && zh_; ++i) {
     int rc;
     {
@@ -204,6 +205,7 @@ void session::drain(int events) {
     if (rc != ZOK) break;  // ZNOTHING, or an error after which the C client closed the socket
   }
   after_c_calls();
+  replies.run();
 }
 
 // What C callbacks could only record: work that calls back into the C client.
