@@ -53,11 +53,13 @@ client::client(asio::any_io_executor executor, options opts)
     : impl_(std::make_shared<detail::session>(std::move(executor), std::move(opts))) {}
 
 client::~client() {
-  if (!impl_) return;
+  if (!impl_ || !owner_) return;
   // Nobody waits for this close; its completion runs on the strand and does nothing.
   auto done = asio::bind_executor(impl_->strand(), [](error_code) {});
   detail::start_close(impl_, detail::handler<>(std::move(done)));
 }
+
+client detail::borrow_session(const client& owner) { return client(owner.impl_, client::borrowed_t{}); }
 
 client::executor_type client::get_executor() const noexcept { return impl_->strand(); }
 session_state client::state() const noexcept { return impl_->state(); }

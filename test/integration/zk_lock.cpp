@@ -116,6 +116,32 @@ BOOST_AUTO_TEST_CASE(acquire_release_names_tokens_and_errors) {
   run_coroutine(io, basics());
 }
 
+// The client should outlive its locks, but a program that gets the order
+// wrong (or a release still retrying in the background) must meet a closed
+// session, never freed memory: ASan checks the lock's background release here.
+asio::awaitable<void> client_destroyed_before_its_lock() {
+  auto ex = co_await asio::this_coro::executor;
+  auto path = lock_path("client-first");
+  auto first = std::make_unique<zk::client>(ex, options());
+  co_await first->connect();
+  auto held = std::make_unique<zk::mutex>(*first, path);
+  co_await held->acquire();
+  first.reset();
+  held.reset();  // starts a release on the closed session
+  co_await sleep_for(50ms);
+  // The node went with the session: another client gets the lock.
+  zk::client second(ex, options());
+  co_await second.connect();
+  zk::mutex again(second, path);
+  co_await again.acquire_for(std::chrono::seconds(30));
+  co_await again.release();
+}
+
+BOOST_AUTO_TEST_CASE(client_destroyed_before_its_lock_is_safe) {
+  asio::io_context io;
+  run_coroutine(io, client_destroyed_before_its_lock());
+}
+
 asio::awaitable<void> bad_input() {
   zk::client zk(co_await asio::this_coro::executor, options());
   co_await zk.connect();

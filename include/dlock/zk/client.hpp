@@ -64,6 +64,14 @@ concept not_a_watch = !std::is_same_v<std::remove_cvref_t<Token>, zk::watch>;
 /// independent; calls into the C client are serialized process-wide. Use one
 /// client object from one thread at a time; initiating from the strand
 /// (`get_executor()`) is cheapest.
+class client;
+namespace detail {
+/// For dlock's recipes: a handle on `owner`'s session that does not close it.
+/// Background work (a release retried after a loss) holds one, so it meets a
+/// closed session, never freed memory, once the user's client is gone.
+client borrow_session(const client& owner);
+}  // namespace detail
+
 class client {
  public:
   using executor_type = asio::any_io_executor;
@@ -219,7 +227,12 @@ class client {
         token, impl_, std::move(path), w);
   }
 
+  friend client detail::borrow_session(const client& owner);
+  struct borrowed_t {};
+  client(detail::session_ptr session, borrowed_t) noexcept : impl_(std::move(session)), owner_(false) {}
+
   detail::session_ptr impl_;
+  bool owner_ = true;  // closes the session when destroyed
 };
 
 }  // namespace dlock::zk

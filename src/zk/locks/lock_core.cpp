@@ -180,7 +180,7 @@ class participants_op : public std::enable_shared_from_this<participants_op> {
 
 lock_core::lock_core(client& zk_client, std::string lock_path, lock_role lock_role_, lock_flavor lock_flavor_,
                      lock_options lock_opts)
-    : zk(zk_client),
+    : zk(borrow_session(zk_client)),
       strand(zk_client.get_executor()),
       path(std::move(lock_path)),
       role(lock_role_),

@@ -64,7 +64,7 @@ class lock_core : public std::enable_shared_from_this<lock_core> {
   lock_core(client& zk_client, std::string lock_path, lock_role lock_role_, lock_flavor lock_flavor_,
             lock_options lock_opts);
 
-  client& zk;
+  client zk;  // borrowed: the session outlives background work, the user's handle may not
   asio::any_io_executor strand;
   std::string path;
   lock_role role;

@@ -23,13 +23,14 @@
 #include <algorithm>
 #include <chrono>
 #include <deque>
+#include <optional>
 #include <set>
 #include <tuple>
 
 namespace dlock::zk::detail {
 
 struct queue_state {
-  client* zk = nullptr;
+  std::optional<client> zk;  // borrowed: outlives the user's handle if work is pending
   // Items from the last listing not yet tried, oldest first. The recipe lists
   // again only once this is used up: items created later have higher
   // sequences, so its head is still the oldest item present. Touched only on
@@ -43,7 +44,7 @@ struct queue_state {
 
 queue_state_ptr make_queue_state(client& zk, std::string path, queue_options options) {
   auto q = std::make_shared<queue_state>();
-  q->zk = &zk;
+  q->zk.emplace(borrow_session(zk));
   q->path_error = validate_path(path);
   if (path == "/") q->path_error = make_error_code(dlock::error::invalid_argument);
   q->claims_path = path + ".claims";
