@@ -52,6 +52,7 @@ struct lock_state : std::enable_shared_from_this<lock_state> {
         opts(o),
         loss(c.get_executor()),
         extender(c.get_executor(), loss),
+        validity_timer(c.get_executor()),
         random(jitter_seed()) {}
 
   std::chrono::microseconds drift_for(std::chrono::milliseconds ttl) const {
@@ -72,6 +73,9 @@ struct lock_state : std::enable_shared_from_this<lock_state> {
   bool acquiring = false;
   lock_loss loss;
   auto_extender extender;  // after `loss`, which it refers to
+  // Without auto-extension: wakes when validity ends (see watch_validity).
+  asio::steady_timer validity_timer;
+  steady_time validity_timer_at{};  // its pending expiry; zero when idle
   std::minstd_rand random;
 };
 
@@ -90,13 +94,32 @@ asio::awaitable<extend_outcome> extend_step(std::weak_ptr<lock_state> weak) {
   co_return extend_outcome{{}, s->valid_until};
 }
 
+// Without auto-extension nothing renews a hold, so its loss is signalled
+// when validity runs out, as Redlock and the ZooKeeper locks do (with_lock
+// then cancels the body). One timer, re-armed lazily: it wakes at the earliest
+// validity end it was set for and checks the hold it finds then, so
+// back-to-back holds cost no timer update each.
+void watch_validity(const std::shared_ptr<lock_state>& s) {
+  if (s->validity_timer_at != steady_time{} && s->validity_timer_at <= s->valid_until) return;
+  s->validity_timer_at = s->valid_until;
+  s->validity_timer.expires_at(s->valid_until);
+  s->validity_timer.async_wait([weak = std::weak_ptr<lock_state>(s)](error_code ec) {
+    auto state = weak.lock();
+    if (!state || ec) return;  // gone, or re-armed for an earlier end
+    state->validity_timer_at = steady_time{};
+    if (!state->held || state->loss.lost()) return;
+    if (steady_clock::now() < state->valid_until) return watch_validity(state);  // a later hold, or extended
+    state->loss.fire(dlock::error::lost);
+  });
+}
+
 void on_acquired(const std::shared_ptr<lock_state>& s, std::string token, steady_time sent) {
   s->token = std::move(token);
   s->held = true;
   s->acquired = sent;
   s->valid_until = valid_until(sent, s->opts.ttl, s->drift_for(s->opts.ttl));
   s->loss.arm();
-  if (!s->opts.auto_extend) return;
+  if (!s->opts.auto_extend) return watch_validity(s);
   auto_extend_settings settings{s->opts.ttl, s->opts.extend_fraction, s->opts.max_hold};
   std::weak_ptr<lock_state> weak = s;
   s->extender.start(settings, sent, s->valid_until, [weak] { return extend_step(weak); });
@@ -163,7 +186,10 @@ asio::awaitable<error_code> extend_coro(std::shared_ptr<lock_state> s, std::chro
   if (ec) co_return ec;
   ec = interpret_compare_script(r);
   if (ec == dlock::error::not_owned) s->loss.fire(ec);
-  if (!ec) s->valid_until = valid_until(sent, ttl, s->drift_for(ttl));
+  if (!ec) {
+    s->valid_until = valid_until(sent, ttl, s->drift_for(ttl));
+    if (!s->opts.auto_extend) watch_validity(s);
+  }
   co_return ec;
 }
 

@@ -194,12 +194,14 @@ asio::awaitable<void> expired_holder_cannot_delete(asio::any_io_executor ex) {
   auto key = dlock::test::unique_name("expired");
   redis::lock first(c, key, with_ttl(100ms));
   BOOST_REQUIRE(!co_await acquire(first));
-  co_await sleep_for(250ms);  // first's TTL passes on the server
+  // No auto-extension: the holder is told when its validity runs out.
+  auto [reason] = co_await first.loss().wait(tuple_token);
+  BOOST_CHECK(reason == dlock::error::lost);
   BOOST_CHECK(first.validity() == 0ms);
+  co_await sleep_for(150ms);  // first's TTL passes on the server too
   redis::lock second(c, key, with_ttl(10000ms));
   BOOST_REQUIRE(!co_await try_acquire(second));
-  BOOST_CHECK(co_await extend(first, 10000ms) == dlock::error::not_owned);  // extend fails for a non-owner
-  BOOST_CHECK(first.loss().lost());
+  BOOST_CHECK(co_await extend(first, 10000ms) == dlock::error::lost);  // lost is lost: acquire again
   BOOST_CHECK(co_await release(first) == dlock::error::not_owned);
   auto value = co_await must(c, "GET", key);
   BOOST_CHECK_EQUAL(value.string(), second.token());  // second's lock survived both
@@ -208,6 +210,17 @@ asio::awaitable<void> expired_holder_cannot_delete(asio::any_io_executor ex) {
   BOOST_CHECK_GT(pttl.integer(), 10000);
   BOOST_CHECK(second.validity() > 10000ms);
   BOOST_CHECK(!co_await release(second));
+
+  // Taken over on the server while its validity still runs: the server's
+  // compare refuses the extension and the release, and the holder is told.
+  redis::lock third(c, key, with_ttl(10000ms));
+  BOOST_REQUIRE(!co_await acquire(third));
+  co_await must(c, "SET", key, "someone-else", "PX", "10000");
+  BOOST_CHECK(co_await extend(third, 10000ms) == dlock::error::not_owned);  // extend fails for a non-owner
+  BOOST_CHECK(third.loss().lost());
+  BOOST_CHECK(co_await release(third) == dlock::error::not_owned);
+  value = co_await must(c, "GET", key);
+  BOOST_CHECK_EQUAL(value.string(), "someone-else");
 }
 
 asio::awaitable<void> auto_extension_holds(asio::any_io_executor ex) {

@@ -100,7 +100,9 @@ class lock {
   const std::string& token() const noexcept;
   const std::string& key() const noexcept;
   const lock_options& options() const noexcept;
-  /// Told when the hold is lost (see dlock::lock_loss).
+  /// Told when the hold is lost (see dlock::lock_loss): validity ran out (with
+  /// or without auto-extension), an extension failed, or extend() found the
+  /// token gone.
   lock_loss& loss() noexcept;
   /// Successful automatic extensions during the current hold.
   std::uint64_t extensions() const noexcept;
