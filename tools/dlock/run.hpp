@@ -1,0 +1,47 @@
+// Running a subcommand's coroutine on one io_context, and dlock's own messages.
+#pragma once
+
+#include <dlock/config.hpp>
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+
+#include <exception>
+#include <stdexcept>
+#include <string_view>
+
+namespace dlock::cli {
+
+/// dlock itself failed (cannot connect, backend error): the message is
+/// printed as "dlock: <what>" and dlock exits 125. So is any
+/// boost::system::system_error escaping a subcommand.
+struct failure : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// Routes the library's log to stderr as "dlock: <message>": warnings and
+/// errors, and with `verbose` everything down to debug.
+void route_library_log(bool verbose);
+
+/// Prints "dlock: <message>" on stderr.
+void print_error(std::string_view message);
+
+/// Prints why `failure_ptr` ended a subcommand; returns 125.
+int status_for_exception(std::exception_ptr failure_ptr);
+
+/// Runs `main(settings)` on a fresh io_context (the only thread) and returns
+/// the status it produced, or 125 (after printing why) if it threw.
+template <class Settings>
+int run_to_exit_status(asio::awaitable<int> (*main)(Settings), Settings settings) {
+  asio::io_context io;
+  int status = 125;
+  asio::co_spawn(io, main(std::move(settings)), [&status, &io](std::exception_ptr e, int result) {
+    status = e ? status_for_exception(e) : result;
+    io.stop();  // background work (a ZooKeeper client's pings) must not keep dlock alive
+  });
+  io.run();
+  return status;
+}
+
+}  // namespace dlock::cli
