@@ -8,8 +8,12 @@ namespace dlock::cli {
 
 int status_for(const acquire_outcome& outcome, const hold_settings& settings) {
   auto not_acquired = [&] {
-    std::string limit = settings.timeout ? " within " + std::to_string(settings.timeout->count()) + " ms" : "";
-    print_error("could not acquire " + settings.name + limit);
+    if (settings.timeout && settings.timeout->count() == 0)
+      print_error("could not acquire " + settings.name + ": it is held (--timeout 0: one attempt)");
+    else if (settings.timeout)
+      print_error("could not acquire " + settings.name + " within " + std::to_string(settings.timeout->count()) + " ms");
+    else
+      print_error("could not acquire " + settings.name);
     return exit_status::timed_out;
   };
   switch (outcome.end) {

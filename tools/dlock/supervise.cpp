@@ -35,11 +35,11 @@ asio::awaitable<void> stop_child_on_loss(child_process* child, lock_loss* loss, 
   auto [reason] = co_await loss->wait(asio::as_tuple(asio::use_awaitable));
   if (reason && reason != asio::error::operation_aborted) {
     *lost = true;
-    print_error("the lock was lost (" + reason.message() + "): stopping the command");
+    print_error("lost the lock (" + reason.message() + "): sending SIGTERM to the command");
     child->signal(SIGTERM);
     asio::steady_timer timer(co_await asio::this_coro::executor, grace);
     co_await timer.async_wait(asio::use_awaitable);
-    if (!child->exited()) print_error("the command outlived its grace period: killing it");
+    if (!child->exited()) print_error("the command outlived its grace period: sending SIGKILL");
     child->signal(SIGKILL);
   }
   co_await wait_until_cancelled();
