@@ -23,7 +23,6 @@
 #include <optional>
 #include <string>
 #include <tuple>
-#include <unistd.h>
 #include <vector>
 
 namespace dlock::cli {
