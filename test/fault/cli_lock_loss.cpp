@@ -78,4 +78,16 @@ BOOST_AUTO_TEST_CASE(redlock_loses_its_majority) {
   BOOST_CHECK_EQUAL(read_file(dir.file("seen")), "TERM\n");
 }
 
+BOOST_AUTO_TEST_CASE(leadership_lost_when_zookeeper_stops) {
+  scratch dir;
+  auto path = "/dlock-test/" + dlock::test::unique_name("cli-elect-loss");
+  auto leader = start_dlock({"elect", "--zk", dlock::test::zk_hosts(), path, "--id", "doomed", "--session-timeout", "2s",
+                             "--", "sh", "-c", exits_on_term(dir)});
+  wait_for_file(dir.file("held"));
+  resume_guard guard({"zk"});
+  dlock::test::server_action("pause", "zk");
+  BOOST_CHECK_EQUAL(leader->wait(), 121);
+  BOOST_CHECK_EQUAL(read_file(dir.file("seen")), "TERM\n");
+}
+
 BOOST_AUTO_TEST_SUITE_END()
