@@ -146,6 +146,19 @@ BOOST_AUTO_TEST_CASE(command_sees_the_lock_in_its_environment) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(command_does_not_inherit_dlock_connections) {
+  // The test itself has no sockets open, so any socket CMD sees is dlock's.
+  for (const auto& b : lock_backends()) {
+    BOOST_TEST_CONTEXT(b.label) {
+      scratch dir;
+      auto out = dir.file("sockets");
+      std::string script = "for f in /proc/$$/fd/*; do readlink \"$f\"; done | grep -c '^socket:' || true";
+      BOOST_REQUIRE_EQUAL(run_dlock(lock_args(b, lock_name(b, "fds"), script), out), 0);
+      BOOST_CHECK_EQUAL(read_file(out), "0\n");
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(usage_errors_exit_2_with_one_line) {
   auto zk = dlock::test::zk_hosts();
   std::vector<std::vector<std::string>> bad = {

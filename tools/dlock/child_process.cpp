@@ -4,11 +4,35 @@
 
 #include <cerrno>
 #include <csignal>
+#include <cstdlib>
+#include <filesystem>
+#include <set>
 #include <spawn.h>
+#include <fcntl.h>
 #include <sys/wait.h>
 
 namespace dlock::cli {
 namespace {
+
+std::set<int>& inherited_descriptors() {
+  static std::set<int> descriptors;
+  return descriptors;
+}
+
+std::set<int> open_descriptors() {
+  std::set<int> out;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd", ec))
+    out.insert(std::atoi(entry.path().filename().c_str()));
+  return out;
+}
+
+// CMD must not hold dlock's sockets: a ZooKeeper or Redis connection kept
+// open by CMD after dlock exits would outlive the lock it served.
+void keep_own_descriptors_from_child() {
+  for (int fd : open_descriptors())
+    if (fd > 2 && !inherited_descriptors().contains(fd)) ::fcntl(fd, F_SETFD, FD_CLOEXEC);
+}
 
 std::vector<char*> null_terminated(const std::vector<std::string>& strings) {
   std::vector<char*> out;
@@ -40,6 +64,8 @@ struct spawn_attributes {
 
 }  // namespace
 
+void remember_inherited_descriptors() { inherited_descriptors() = open_descriptors(); }
+
 child_process::child_process(asio::any_io_executor executor) : sigchld_(executor, SIGCHLD) {}
 
 child_process::~child_process() {
@@ -53,6 +79,7 @@ int child_process::start(const std::vector<std::string>& argv, const std::vector
   auto args = null_terminated(argv);
   auto env = null_terminated(environment);
   spawn_attributes attributes;
+  keep_own_descriptors_from_child();
   pid_t pid = -1;
   int err = ::posix_spawnp(&pid, args[0], nullptr, &attributes.attr, args.data(), env.data());
   if (err == 0) pid_ = pid;

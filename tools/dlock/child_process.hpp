@@ -13,6 +13,11 @@
 
 namespace dlock::cli {
 
+/// Notes the descriptors dlock was started with: only those are passed on to
+/// CMD. The ones dlock opens itself (its server connections, opened by Asio
+/// and the ZooKeeper C client without close-on-exec) are not. Call first thing in main().
+void remember_inherited_descriptors();
+
 /// Construct it before anything else can start a child: it listens for
 /// SIGCHLD from construction on, so an exit is never missed.
 class child_process {

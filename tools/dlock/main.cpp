@@ -1,4 +1,5 @@
 // dlock: run a command under a distributed lock, lead, or use a queue.
+#include "dlock/child_process.hpp"
 #include "dlock/command_line.hpp"
 #include "dlock/commands.hpp"
 #include "dlock/exit_status.hpp"
@@ -31,6 +32,7 @@ const subcommand* find_subcommand(std::string_view name) {
 
 int main(int argc, char** argv) {
   using namespace dlock::cli;
+  remember_inherited_descriptors();
   constexpr std::string_view tool_usage = "dlock lock|elect|leader|queue ... or dlock --help";
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty()) return usage_failure("missing subcommand", tool_usage);
