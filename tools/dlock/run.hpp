@@ -7,6 +7,8 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 
+#include <chrono>
+
 #include <exception>
 #include <stdexcept>
 #include <string_view>
@@ -36,11 +38,16 @@ template <class Settings>
 int run_to_exit_status(asio::awaitable<int> (*main)(Settings), Settings settings) {
   asio::io_context io;
   int status = 125;
-  asio::co_spawn(io, main(std::move(settings)), [&status, &io](std::exception_ptr e, int result) {
+  bool done = false;
+  asio::co_spawn(io, main(std::move(settings)), [&status, &done](std::exception_ptr e, int result) {
     status = e ? status_for_exception(e) : result;
-    io.stop();  // background work (a ZooKeeper client's pings) must not keep dlock alive
+    done = true;
   });
-  io.run();
+  while (!done && io.run_one() > 0) {
+  }
+  // Let closing connections and background releases (Redlock's slower
+  // masters) finish, but never let them keep dlock alive for long.
+  io.run_for(std::chrono::seconds(2));
   return status;
 }
 
