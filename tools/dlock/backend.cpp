@@ -17,12 +17,13 @@ std::string address_text(const host_port& address) { return address.host + ":" +
 
 }  // namespace
 
-asio::awaitable<std::unique_ptr<zk::client>> connect_zk(std::string hosts,
+asio::awaitable<std::shared_ptr<zk::client>> connect_zk(std::string hosts,
                                                         std::chrono::milliseconds session_timeout) {
   zk::options options;
   options.hosts = hosts;
   options.session_timeout = session_timeout;
-  auto client = std::make_unique<zk::client>(co_await asio::this_coro::executor, options);
+  auto client = std::make_shared<zk::client>(co_await asio::this_coro::executor, options);
+  keep_until_drained(client);
   auto [ec] = co_await client->connect(with_error);
   if (ec) throw failure("cannot connect to ZooKeeper at " + hosts + ": " + ec.message());
   co_return client;
@@ -43,6 +44,7 @@ asio::awaitable<std::vector<std::shared_ptr<redis::connection>>> connect_redis(s
     options.host = address.host;
     options.port = address.port;
     auto connection = std::make_shared<redis::connection>(executor, options);
+    keep_until_drained(connection);
     auto [ec] = co_await connection->connect(with_error);
     if (ec) {
       last_error = "cannot connect to Redis at " + address_text(address) + ": " + ec.message();

@@ -16,7 +16,8 @@
 namespace dlock::cli {
 
 /// An open ZooKeeper session to `hosts`; throws `failure` if none can be had.
-asio::awaitable<std::unique_ptr<zk::client>> connect_zk(std::string hosts,
+/// The client lives until the io_context has drained (see keep_until_drained).
+asio::awaitable<std::shared_ptr<zk::client>> connect_zk(std::string hosts,
                                                         std::chrono::milliseconds session_timeout);
 
 /// Closes the session at once, so its ephemeral nodes go now rather than at

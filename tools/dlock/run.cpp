@@ -6,8 +6,24 @@
 
 #include <iostream>
 #include <string>
+#include <vector>
 
 namespace dlock::cli {
+namespace {
+
+std::vector<std::shared_ptr<void>>& kept_objects() {
+  static std::vector<std::shared_ptr<void>> objects;
+  return objects;
+}
+
+}  // namespace
+
+void keep_until_drained(std::shared_ptr<void> object) { kept_objects().push_back(std::move(object)); }
+
+void destroy_kept_objects() {
+  // Newest first, as scopes would: connections go before what they served.
+  while (!kept_objects().empty()) kept_objects().pop_back();
+}
 
 void route_library_log(bool verbose) {
   dlock::set_log_handler([verbose](log_level level, std::string_view message) {

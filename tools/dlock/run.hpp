@@ -10,6 +10,7 @@
 #include <chrono>
 
 #include <exception>
+#include <memory>
 #include <stdexcept>
 #include <string_view>
 
@@ -28,6 +29,14 @@ void route_library_log(bool verbose);
 
 /// Prints "dlock: <message>" on stderr.
 void print_error(std::string_view message);
+
+/// Keeps `object` (a ZooKeeper client, a Redis connection) alive until the
+/// io_context has drained: work the library leaves running in the
+/// background after a lock object is gone (a ZooKeeper lock's release retry
+/// after a loss) still refers to its client.
+void keep_until_drained(std::shared_ptr<void> object);
+/// Destroys what keep_until_drained kept (before the io_context goes).
+void destroy_kept_objects();
 
 /// Prints why `failure_ptr` ended a subcommand; returns 125.
 int status_for_exception(std::exception_ptr failure_ptr);
@@ -48,6 +57,7 @@ int run_to_exit_status(asio::awaitable<int> (*main)(Settings), Settings settings
   // Let closing connections and background releases (Redlock's slower
   // masters) finish, but never let them keep dlock alive for long.
   io.run_for(std::chrono::seconds(2));
+  destroy_kept_objects();
   return status;
 }
 
