@@ -121,6 +121,26 @@ BOOST_AUTO_TEST_CASE(signals_are_forwarded_and_the_lock_released) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(a_signal_while_waiting_gives_up_without_running_the_command) {
+  for (const auto& b : lock_backends()) {
+    BOOST_TEST_CONTEXT(b.label) {
+      scratch dir;
+      auto name = lock_name(b, "wait-signal");
+      auto holder = start_dlock(lock_args(b, name, hold_until(dir.file("held"), dir.file("release"))));
+      wait_for_file(dir.file("held"));
+      auto waiter = start_dlock(lock_args(b, name, "touch '" + dir.file("ran") + "'"));
+      // Nothing observable says the waiter is waiting yet: the signal may come
+      // before dlock listens (it dies of it), while it connects or while it
+      // waits; a caller sees the same status each time, and CMD never runs.
+      waiter->signal(SIGINT);
+      BOOST_CHECK_EQUAL(waiter->wait(), 128 + SIGINT);
+      BOOST_CHECK(!std::filesystem::exists(dir.file("ran")));
+      std::ofstream(dir.file("release")).put('\n');
+      BOOST_CHECK_EQUAL(holder->wait(), 0);
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(command_sees_the_lock_in_its_environment) {
   for (const auto& b : lock_backends()) {
     BOOST_TEST_CONTEXT(b.label) {

@@ -25,7 +25,7 @@ int for_signal(int signo) noexcept { return 128 + signo; }
 std::string_view help_text() noexcept {
   return "Exit status:\n"
          "  CMD's    CMD's own exit status (lock, elect)\n"
-         "  128+N    CMD was killed by signal N (or dlock was, before CMD started)\n"
+         "  128+N    CMD was killed by signal N (or dlock got signal N before CMD started)\n"
          "  1        queue peek: the queue is empty; leader: there is no leader\n"
          "  2        usage error\n"
          "  121      the lock (or leadership) was lost while CMD ran\n"

@@ -2,8 +2,8 @@
 //
 //   status   meaning
 //   CMD's    lock, elect: CMD exited normally; its own status is passed through
-//   128+N    CMD was killed by signal N (as shells report it); also dlock itself
-//            when a signal N stops it before CMD started
+//   128+N    CMD was killed by signal N (as shells report it); also when dlock
+//            gets signal N (SIGINT, SIGTERM, SIGHUP) before CMD started
 //   1        queue peek: the queue is empty (nothing printed); leader: no leader
 //   2        usage error: bad arguments (one line on stderr)
 //   121      the lock (or leadership) was lost while CMD ran
