@@ -7,8 +7,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <set>
-#include <spawn.h>
 #include <fcntl.h>
+#include <spawn.h>
 #include <sys/wait.h>
 
 namespace dlock::cli {
