@@ -22,8 +22,8 @@ struct resume_guard {
 
 // CMD: records SIGTERM and exits 0 on it (so only a loss can make dlock exit 121).
 std::string exits_on_term(const scratch& dir) {
-  return "trap 'echo TERM > \"" + dir.file("seen") + "\"; kill $!; exit 0' TERM; touch '" + dir.file("held") +
-         "'; sleep 600 & wait";
+  return "trap 'echo TERM > \"" + dir.file("seen") + "\"; exit 0' TERM; touch '" + dir.file("held") + "'; " +
+         until_signalled;
 }
 
 // CMD: records SIGTERM and carries on, so only SIGKILL ends it.

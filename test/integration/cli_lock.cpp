@@ -108,8 +108,8 @@ BOOST_AUTO_TEST_CASE(signals_are_forwarded_and_the_lock_released) {
       auto name = lock_name(b, "signal");
       auto seen = dir.file("seen");
       // CMD records the signal, then dies of it (as a program that does not catch it would).
-      std::string script = "trap 'echo TERM > \"" + seen + "\"; kill $!; trap - TERM; kill -TERM $$' TERM; touch '" +
-                           dir.file("held") + "'; sleep 600 & wait";
+      std::string script = "trap 'echo TERM > \"" + seen + "\"; trap - TERM; kill -TERM $$' TERM; touch '" +
+                           dir.file("held") + "'; " + until_signalled;
       auto holder = start_dlock(lock_args(b, name, script));
       wait_for_file(dir.file("held"));
       holder->signal(SIGTERM);

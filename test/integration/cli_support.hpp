@@ -181,6 +181,10 @@ inline std::vector<std::string> lock_args(const backend& b, const std::string& n
   return args;
 }
 
+/// A shell snippet that runs until a trapped signal ends it. Short sleeps, not
+/// one long one: a long sleep could outlive the test, holding ctest's output pipe.
+inline const std::string until_signalled = "while :; do sleep 0.1; done";
+
 /// A shell snippet that marks `started`, then waits (interruptibly) until `release` exists.
 inline std::string hold_until(const std::string& started, const std::string& release) {
   return "touch '" + started + "'; while [ ! -e '" + release + "' ]; do sleep 0.05; done";
