@@ -1,0 +1,110 @@
+// The dlock tool's I/O-free pieces: durations, host lists, exit statuses, CMD's environment.
+#include "dlock/duration.hpp"
+#include "dlock/environment.hpp"
+#include "dlock/exit_status.hpp"
+#include "dlock/hosts.hpp"
+
+#include <boost/test/unit_test.hpp>
+
+#include <csignal>
+#include <sys/wait.h>
+
+using namespace dlock::cli;
+
+namespace {
+// Milliseconds, or -1 when rejected (printable, unlike an optional duration).
+long long milliseconds_of(std::string_view text) {
+  auto parsed = parse_duration(text);
+  return parsed ? parsed->count() : -1;
+}
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(cli_duration)
+
+BOOST_AUTO_TEST_CASE(units) {
+  BOOST_TEST(milliseconds_of("500ms") == 500);
+  BOOST_TEST(milliseconds_of("30s") == 30'000);
+  BOOST_TEST(milliseconds_of("2m") == 120'000);
+  BOOST_TEST(milliseconds_of("1h") == 3'600'000);
+  BOOST_TEST(milliseconds_of("0") == 0);
+  BOOST_TEST(milliseconds_of("7") == 7'000);  // bare: seconds
+}
+
+BOOST_AUTO_TEST_CASE(rejects_malformed_and_huge) {
+  for (const char* bad : {"", "ms", "-1s", "1.5s", "10 s", "10sec", "1d", "s10", "+3s", "99999999999999999999s",
+                          "600h"})
+    BOOST_TEST(!parse_duration(bad).has_value(), "accepted '" << bad << "'");
+  BOOST_TEST(parse_duration("596h").has_value());  // just under 2^31 ms
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(cli_hosts)
+
+BOOST_AUTO_TEST_CASE(one_and_several) {
+  auto one = parse_host_list("127.0.0.1:6379");
+  BOOST_REQUIRE(one);
+  BOOST_TEST((*one == std::vector<host_port>{{"127.0.0.1", 6379}}));
+  auto several = parse_host_list("a:1,b.example:65535,[::1]:6380");
+  BOOST_REQUIRE(several);
+  BOOST_TEST((*several == std::vector<host_port>{{"a", 1}, {"b.example", 65535}, {"::1", 6380}}));
+}
+
+BOOST_AUTO_TEST_CASE(rejects_malformed) {
+  for (const char* bad : {"", "host", "host:", ":6379", "h:0", "h:65536", "h:12x", "a:1,", ",a:1", "a:1,,b:2",
+                          "[::1]6379", "[::1", "[]:1", "h:-1"})
+    BOOST_TEST(!parse_host_list(bad).has_value(), "accepted '" << bad << "'");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(cli_exit_status)
+
+BOOST_AUTO_TEST_CASE(the_documented_numbers) {
+  BOOST_TEST(exit_status::usage == 2);
+  BOOST_TEST(exit_status::lost == 121);
+  BOOST_TEST(exit_status::timed_out == 124);
+  BOOST_TEST(exit_status::failed == 125);
+  BOOST_TEST(exit_status::cannot_execute == 126);
+  BOOST_TEST(exit_status::not_found == 127);
+}
+
+BOOST_AUTO_TEST_CASE(wait_statuses_map_as_shells_do) {
+  BOOST_TEST(exit_status::from_wait_status(W_EXITCODE(0, 0)) == 0);
+  BOOST_TEST(exit_status::from_wait_status(W_EXITCODE(42, 0)) == 42);
+  BOOST_TEST(exit_status::from_wait_status(W_EXITCODE(0, SIGTERM)) == 128 + SIGTERM);
+  BOOST_TEST(exit_status::from_wait_status(W_EXITCODE(0, SIGKILL)) == 137);
+}
+
+BOOST_AUTO_TEST_CASE(a_loss_overrides_the_command_status) {
+  BOOST_TEST(exit_status::for_supervised(true, W_EXITCODE(0, 0)) == 121);
+  BOOST_TEST(exit_status::for_supervised(true, W_EXITCODE(0, SIGTERM)) == 121);
+  BOOST_TEST(exit_status::for_supervised(false, W_EXITCODE(3, 0)) == 3);
+}
+
+BOOST_AUTO_TEST_CASE(spawn_errors) {
+  BOOST_TEST(exit_status::from_spawn_error(ENOENT) == 127);
+  BOOST_TEST(exit_status::from_spawn_error(EACCES) == 126);
+  BOOST_TEST(exit_status::from_spawn_error(ENOEXEC) == 126);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(cli_environment)
+
+BOOST_AUTO_TEST_CASE(adds_and_replaces_variables) {
+  const char* inherited[] = {"PATH=/bin", "DLOCK_FENCING_TOKEN=9", "HOME=/root", "DLOCK_LOCK_NAME=/old", "X=1",
+                             nullptr};
+  auto env = child_environment(inherited, {"DLOCK_LOCK_NAME=/new", "X=2"});
+  BOOST_TEST((env == std::vector<std::string>{"PATH=/bin", "HOME=/root", "DLOCK_LOCK_NAME=/new", "X=2"}));
+}
+
+BOOST_AUTO_TEST_CASE(an_inherited_fencing_token_never_leaks) {
+  // A Redis lock has no token: CMD must not see one set for an outer dlock.
+  const char* inherited[] = {"DLOCK_FENCING_TOKEN=9", "DLOCK_FENCING_TOKEN_X=keep", nullptr};
+  auto env = child_environment(inherited, {"DLOCK_LOCK_NAME=k"});
+  BOOST_TEST((env == std::vector<std::string>{"DLOCK_FENCING_TOKEN_X=keep", "DLOCK_LOCK_NAME=k"}));
+  BOOST_TEST(child_environment(nullptr, {}).empty());
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,93 @@
+// dlock leader: print an election's current leader, or follow its changes.
+#include "dlock/backend.hpp"
+#include "dlock/command_line.hpp"
+#include "dlock/commands.hpp"
+#include "dlock/exit_status.hpp"
+#include "dlock/race.hpp"
+#include "dlock/run.hpp"
+
+#include <dlock/zk/leader_election.hpp>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/signal_set.hpp>
+
+#include <csignal>
+#include <iostream>
+
+namespace dlock::cli {
+namespace {
+
+struct leader_settings {
+  std::string zk_hosts;
+  std::string path;
+  bool watch = false;
+};
+
+po::options_description leader_options() {
+  po::options_description options("Options");
+  options.add_options()
+      ("zk", po::value<std::string>(), "ZooKeeper servers \"host:port,...[/chroot]\"")
+      ("watch", "print the leader, then each change (an empty line: no leader), until SIGINT/SIGTERM")
+      ("path", po::value<std::string>(), "the election's PATH (positional)");
+  add_common_options(options);
+  return options;
+}
+
+void print_line(const std::optional<std::string>& leader) { std::cout << leader.value_or("") << std::endl; }
+
+// Prints every change until a stop signal; then status 0.
+asio::awaitable<int> follow(zk::leader_election& election, std::optional<std::string> leader, asio::signal_set& stop) {
+  asio::steady_timer no_timeout(co_await asio::this_coro::executor);
+  arm(no_timeout, std::nullopt);
+  for (;;) {
+    print_line(leader);
+    auto [order, ec, next, timer_ec, signal_ec, signo] = co_await race(election.observe(leader, asio::deferred),
+                                                                       no_timeout, stop);
+    if (first_finished(order[0]) != race_end::operation) co_return exit_status::success;
+    if (ec) throw failure("watching the leader of " + election.path() + ": " + ec.message());
+    leader = std::move(next);
+  }
+}
+
+asio::awaitable<int> show_leader(leader_settings s) {
+  asio::signal_set stop(co_await asio::this_coro::executor, SIGINT, SIGTERM, SIGHUP);
+  auto client = co_await connect_zk(s.zk_hosts, std::chrono::seconds(10));
+  int status = exit_status::failed;
+  {
+    zk::leader_election election(*client, s.path);
+    auto [ec, leader] = co_await election.leader(asio::as_tuple(asio::deferred));
+    if (ec) throw failure("reading the leader of " + s.path + ": " + ec.message());
+    if (s.watch) {
+      status = co_await follow(election, leader, stop);
+    } else {
+      if (leader) print_line(leader);
+      status = leader ? exit_status::success : exit_status::empty;
+    }
+  }
+  co_await close_zk(*client);
+  co_return status;
+}
+
+}  // namespace
+
+int leader_command(const std::vector<std::string>& args) {
+  auto options = leader_options();
+  po::positional_options_description positionals;
+  positionals.add("path", 1);
+  auto parsed = parse_arguments(args, options, positionals, false);
+  if (parsed.help) {
+    print_help(std::string(find_subcommand("leader")->usage), options,
+               "Prints the id of the candidate leading the election at PATH (see 'dlock elect').\n"
+               "Exit status: 0, 1 when there is no leader, 2 usage error, 125 failure.\n");
+    return exit_status::success;
+  }
+  leader_settings s;
+  s.zk_hosts = required_string(parsed.values, "zk", "--zk HOSTS is required");
+  s.path = required_string(parsed.values, "path", "missing the election's PATH");
+  if (!s.path.starts_with('/')) throw usage_error("PATH must start with '/'");
+  s.watch = parsed.values.count("watch") > 0;
+  route_library_log(parsed.values.count("verbose") > 0);
+  return run_to_exit_status(&show_leader, std::move(s));
+}
+
+}  // namespace dlock::cli

@@ -1,0 +1,145 @@
+// dlock queue: put, take, peek at and count the items of a ZooKeeper queue.
+#include "dlock/backend.hpp"
+#include "dlock/command_line.hpp"
+#include "dlock/commands.hpp"
+#include "dlock/exit_status.hpp"
+#include "dlock/race.hpp"
+#include "dlock/run.hpp"
+
+#include <dlock/error.hpp>
+#include <dlock/zk/queue.hpp>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/signal_set.hpp>
+
+#include <csignal>
+#include <iostream>
+
+namespace dlock::cli {
+namespace {
+
+enum class queue_action { put, take, peek, size };
+
+struct queue_settings {
+  std::string zk_hosts;
+  std::string path;
+  queue_action action = queue_action::size;
+  std::string data;
+  std::optional<std::chrono::milliseconds> timeout;
+};
+
+constexpr auto with_error = asio::as_tuple(asio::deferred);
+
+po::options_description queue_options() {
+  po::options_description options("Options");
+  options.add_options()
+      ("zk", po::value<std::string>(), "ZooKeeper servers \"host:port,...[/chroot]\"")
+      ("timeout", po::value<std::string>(), "take: give up (status 124) if nothing arrives within D")
+      ("path", po::value<std::string>(), "the queue's PATH (positional)")
+      ("action", po::value<std::string>(), "put, take, peek or size (positional)")
+      ("data", po::value<std::string>(), "put: the item (positional)");
+  add_common_options(options);
+  return options;
+}
+
+queue_action action_named(const std::string& name) {
+  if (name == "put") return queue_action::put;
+  if (name == "take") return queue_action::take;
+  if (name == "peek") return queue_action::peek;
+  if (name == "size") return queue_action::size;
+  throw usage_error("unknown queue action '" + name + "' (put, take, peek, size)");
+}
+
+queue_settings settings_from(const po::variables_map& values) {
+  queue_settings s;
+  s.zk_hosts = required_string(values, "zk", "--zk HOSTS is required");
+  s.path = required_string(values, "path", "missing the queue's PATH");
+  if (!s.path.starts_with('/')) throw usage_error("PATH must start with '/'");
+  s.action = action_named(required_string(values, "action", "missing the action: put, take, peek or size"));
+  auto data = string_option(values, "data");
+  if (s.action == queue_action::put && !data) throw usage_error("put: missing DATA");
+  if (s.action != queue_action::put && data) throw usage_error("unexpected argument '" + *data + "'");
+  s.data = data.value_or("");
+  s.timeout = duration_option(values, "timeout");
+  if (s.timeout && s.action != queue_action::take) throw usage_error("--timeout is for take");
+  return s;
+}
+
+void print_item(const std::string& item) { std::cout << item << std::endl; }
+
+asio::awaitable<int> take(zk::queue& queue, std::optional<std::chrono::milliseconds> timeout, asio::signal_set& stop) {
+  asio::steady_timer timer(co_await asio::this_coro::executor);
+  arm(timer, timeout);
+  auto [order, ec, item, timer_ec, signal_ec, signo] = co_await race(queue.take(asio::deferred), timer, stop);
+  switch (first_finished(order[0])) {
+    case race_end::timeout: co_return exit_status::timed_out;
+    case race_end::signal: co_return exit_status::for_signal(signo);
+    case race_end::operation: break;
+  }
+  if (ec == dlock::error::removal_uncertain) {
+    print_item(item);  // the item may be ours: never drop it silently
+    throw failure("take: the connection dropped during the removal; the item printed may also go to another consumer");
+  }
+  if (ec) throw failure("take: " + ec.message());
+  print_item(item);
+  co_return exit_status::success;
+}
+
+asio::awaitable<int> act(zk::queue& queue, queue_settings s, asio::signal_set& stop) {
+  switch (s.action) {
+    case queue_action::put: {
+      auto [ec, node] = co_await queue.offer(s.data, with_error);
+      if (ec) throw failure("put: " + ec.message());
+      co_return exit_status::success;
+    }
+    case queue_action::take: co_return co_await take(queue, s.timeout, stop);
+    case queue_action::peek: {
+      auto [ec, head] = co_await queue.peek(with_error);
+      if (ec) throw failure("peek: " + ec.message());
+      if (!head) co_return exit_status::empty;
+      print_item(*head);
+      co_return exit_status::success;
+    }
+    case queue_action::size: {
+      auto [ec, size] = co_await queue.size(with_error);
+      if (ec) throw failure("size: " + ec.message());
+      std::cout << size << std::endl;
+      co_return exit_status::success;
+    }
+  }
+  co_return exit_status::failed;
+}
+
+asio::awaitable<int> use_queue(queue_settings s) {
+  asio::signal_set stop(co_await asio::this_coro::executor, SIGINT, SIGTERM, SIGHUP);
+  auto client = co_await connect_zk(s.zk_hosts, std::chrono::seconds(10));
+  int status = exit_status::failed;
+  {
+    zk::queue queue(*client, s.path);
+    status = co_await act(queue, s, stop);
+  }
+  co_await close_zk(*client);
+  co_return status;
+}
+
+}  // namespace
+
+int queue_command(const std::vector<std::string>& args) {
+  auto options = queue_options();
+  po::positional_options_description positionals;
+  positionals.add("path", 1).add("action", 1).add("data", 1);
+  auto parsed = parse_arguments(args, options, positionals, false);
+  if (parsed.help) {
+    print_help(std::string(find_subcommand("queue")->usage), options,
+               "take and peek print the item and a newline; size prints the count.\n"
+               "Exit status: 0; 1 peek on an empty queue (nothing printed); 2 usage error;\n"
+               "124 take --timeout with nothing arriving; 125 failure (a take whose removal\n"
+               "is uncertain prints the item and exits 125); 128+N stopped by signal N.\n");
+    return exit_status::success;
+  }
+  auto settings = settings_from(parsed.values);
+  route_library_log(parsed.values.count("verbose") > 0);
+  return run_to_exit_status(&use_queue, std::move(settings));
+}
+
+}  // namespace dlock::cli
