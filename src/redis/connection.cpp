@@ -16,6 +16,8 @@
 #include <boost/asio/ssl/host_name_verification.hpp>
 #include <boost/asio/ssl/stream.hpp>
 
+#include <fcntl.h>
+
 namespace dlock::redis {
 namespace detail {
 namespace {
@@ -361,6 +363,9 @@ asio::awaitable<error_code> connection_impl::connect_once() {
   if (!ec && !closed_) {
     socket_.set_option(asio::ip::tcp::no_delay(true), ec);
     if (!ec) socket_.non_blocking(true, ec);  // for write_rest's first try
+    // A child the program execs must not inherit the connection (Asio opens
+    // sockets without close-on-exec).
+    if (!ec) ::fcntl(socket_.native_handle(), F_SETFD, FD_CLOEXEC);
   }
   if (!ec && !closed_ && opts_.tls.enabled) ec = co_await tls_handshake();
   if (!ec && !closed_) {

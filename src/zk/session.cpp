@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -248,6 +249,9 @@ void session::sync_descriptor(int fd) {
   if (socket_.is_open()) socket_.close(ec);
   ++socket_generation_;
   read_armed_ = write_armed_ = false;
+  // The C client opens its socket without close-on-exec: a child the program
+  // execs must not inherit the session's connection.
+  ::fcntl(fd, F_SETFD, FD_CLOEXEC);
   int copy = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
   if (copy < 0) return;
   socket_.assign(copy, ec);
