@@ -1,10 +1,11 @@
 #include "connection_impl.hpp"
 
+#include "detail/completion.hpp"
+
 #include <dlock/error.hpp>
 #include <dlock/redis/detail/token.hpp>
 #include <dlock/log.hpp>
 
-#include <boost/asio/append.hpp>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/connect.hpp>
@@ -22,20 +23,10 @@ namespace dlock::redis {
 namespace detail {
 namespace {
 
+using dlock::detail::dispatch_completion;
+using dlock::detail::post_completion;
+
 constexpr auto tuple_token = asio::as_tuple(asio::deferred);
-
-template <class Handler, class... Args>
-void post_completion(const asio::any_io_executor& fallback, Handler&& h, Args&&... args) {
-  // post() runs it on the handler's own associated executor (else `fallback`).
-  asio::post(fallback, asio::append(std::move(h), std::forward<Args>(args)...));
-}
-
-// From the reader, never inside an initiating function: the handler may run
-// in place when its executor is the one running this thread.
-template <class Handler, class... Args>
-void dispatch_completion(const asio::any_io_executor& fallback, Handler&& h, Args&&... args) {
-  asio::dispatch(fallback, asio::append(std::move(h), std::forward<Args>(args)...));
-}
 
 bool cancels(asio::cancellation_type t) {
   return (t & (asio::cancellation_type::terminal | asio::cancellation_type::partial)) !=

@@ -1,6 +1,8 @@
 #include <dlock/redis/lock.hpp>
 
 #include "connection_impl.hpp"
+#include "detail/completion.hpp"
+#include "lock_scripts.hpp"
 
 #include <dlock/redis/detail/auto_extend.hpp>
 #include <dlock/redis/detail/lock_logic.hpp>
@@ -23,19 +25,6 @@ namespace detail {
 namespace {
 
 constexpr auto tuple_token = asio::as_tuple(asio::deferred);
-
-// The scripts every Redis lock client uses (redis.io, redis-py, redsync).
-const script& unlock_script() {
-  static const script s(
-      "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end");
-  return s;
-}
-const script& extend_script() {
-  static const script s(
-      "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) "
-      "else return 0 end");
-  return s;
-}
 
 // An acquire whose SET may have been applied though we saw no reply.
 bool outcome_unknown(error_code ec) {
@@ -60,7 +49,7 @@ struct lock_state : std::enable_shared_from_this<lock_state> {
   }
   // Best effort, in the background: the compare-and-delete of `t`.
   void delete_in_background(const std::string& t) {
-    conn->eval(unlock_script(), {key}, {t}, asio::detached);
+    conn->eval(release_script(), {key}, {t}, asio::detached);
   }
 
   connection* conn;
@@ -170,7 +159,7 @@ asio::awaitable<error_code> release_coro(std::shared_ptr<lock_state> s) {
   auto stopping = s->extender.stop(tuple_token);
   co_await std::move(stopping);  // no extension outlives the release
   s->loss.disarm();
-  auto op = s->conn->eval(unlock_script(), {s->key}, {s->token}, tuple_token);
+  auto op = s->conn->eval(release_script(), {s->key}, {s->token}, tuple_token);
   auto [ec, r] = co_await std::move(op);
   if (ec) co_return ec;
   co_return interpret_compare_script(r);
@@ -224,14 +213,14 @@ void spawn(const std::shared_ptr<lock_state>& s, asio::awaitable<error_code> cor
 // From an initiating function: never complete in place.
 void complete_soon(const std::shared_ptr<lock_state>& s, asio::any_completion_handler<void(error_code)> h,
                    error_code ec) {
-  asio::post(s->conn->get_executor(), asio::append(std::move(h), ec));
+  dlock::detail::post_completion(s->conn->get_executor(), std::move(h), ec);
 }
 
 // From a reply continuation (the connection never runs those inside an
 // initiating function): the caller may resume in place.
 void complete_now(const std::shared_ptr<lock_state>& s, asio::any_completion_handler<void(error_code)> h,
                   error_code ec) {
-  asio::dispatch(s->conn->get_executor(), asio::append(std::move(h), ec));
+  dlock::detail::dispatch_completion(s->conn->get_executor(), std::move(h), ec);
 }
 
 // Completion of the first SET NX PX (on the connection's executor).
@@ -300,7 +289,7 @@ void begin_release(std::shared_ptr<lock_state> s, asio::any_completion_handler<v
   if (s->opts.auto_extend) return spawn(s, release_coro(s), std::move(h), false);
   s->loss.disarm();
   auto& conn = *s->conn;
-  connection_access::eval(conn, unlock_script(), connection::eval_tail({s->key}, {s->token}),
+  connection_access::eval(conn, release_script(), connection::eval_tail({s->key}, {s->token}),
                           release_reply{s, std::move(h)});
 }
 

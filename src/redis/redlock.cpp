@@ -7,6 +7,7 @@
 #include <dlock/log.hpp>
 #include <dlock/redis/detail/token.hpp>
 
+#include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/system/system_error.hpp>
 
@@ -147,8 +148,8 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
   static constexpr bool in_initiation = true;
   void complete(error_code ec, bool initiating = false) {
     if (slot_.is_connected()) slot_.clear();
-    if (initiating) return complete_later(owner_->executor, std::move(handler_), ec);
-    complete_now(owner_->executor, std::move(handler_), ec);
+    if (initiating) return post_completion(owner_->executor, std::move(handler_), ec);
+    dispatch_completion(owner_->executor, std::move(handler_), ec);
   }
 
   std::shared_ptr<redlock_impl> owner_;
@@ -240,7 +241,7 @@ class extend_op final : public fanout {
     owner_->lose(make_error_code(dlock::error::lost));
     complete(dlock::error::lost);
   }
-  void complete(error_code ec) { complete_now(owner_->executor, std::move(handler_), ec); }
+  void complete(error_code ec) { dispatch_completion(owner_->executor, std::move(handler_), ec); }
 
   redlock_round round_;
   milliseconds ttl_;
@@ -252,9 +253,9 @@ class extend_op final : public fanout {
 
 void start_extend(std::shared_ptr<redlock_impl> owner, milliseconds ttl, handler0 handler) {
   if (owner->state != hold_state::held)
-    return complete_later(owner->executor, std::move(handler), make_error_code(dlock::error::not_held));
+    return post_completion(owner->executor, std::move(handler), make_error_code(dlock::error::not_held));
   if (ttl <= milliseconds::zero() || owner->options.master_timeout >= ttl)
-    return complete_later(owner->executor, std::move(handler),
+    return post_completion(owner->executor, std::move(handler),
                           make_error_code(dlock::error::invalid_argument));
   auto op = std::make_shared<extend_op>(std::move(owner), ttl, std::move(handler));
   op->start();
@@ -293,7 +294,7 @@ void redlock::start_lock(handler0 handler, bool retry) {
 void redlock::start_unlock(handler_count handler) {
   asio::dispatch(impl_->executor, [impl = impl_, h = std::move(handler)]() mutable {
     if (impl->state != detail::hold_state::held && impl->state != detail::hold_state::lost)
-      return detail::complete_later(impl->executor, std::move(h),
+      return detail::post_completion(impl->executor, std::move(h),
                                     make_error_code(dlock::error::not_held), std::size_t{0});
     // No extension may land after the release: wait for one in flight.
     impl->end_hold(asio::any_completion_handler<void(error_code)>(

@@ -11,19 +11,6 @@ namespace dlock::redis::detail {
 
 using std::chrono::milliseconds;
 
-const script& release_script() {
-  static const script s(
-      "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end");
-  return s;
-}
-
-const script& extend_script() {
-  static const script s(
-      "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) "
-      "else return 0 end");
-  return s;
-}
-
 // ---------------------------------------------------------------- redlock_impl
 
 redlock_impl::redlock_impl(asio::any_io_executor ex, std::vector<std::shared_ptr<connection>> m,
@@ -290,7 +277,7 @@ void release_fanout::on_all_answered() {
 }
 
 void release_fanout::complete(error_code ec) {
-  if (done_) complete_now(owner_->executor, std::move(done_), ec, released_);
+  if (done_) dispatch_completion(owner_->executor, std::move(done_), ec, released_);
 }
 
 }  // namespace dlock::redis::detail

@@ -7,10 +7,10 @@
 #include <dlock/redis/detail/redlock_round.hpp>
 #include <dlock/redis/redlock.hpp>
 
+#include "detail/completion.hpp"
+#include "lock_scripts.hpp"
+
 #include <boost/asio/cancellation_signal.hpp>
-#include <boost/asio/append.hpp>
-#include <boost/asio/dispatch.hpp>
-#include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 
 #include <cstdint>
@@ -82,10 +82,6 @@ class redlock_impl : public std::enable_shared_from_this<redlock_impl> {
   std::minstd_rand random_;
 };
 
-/// The scripts of the Redlock scheme (redsync / node-redlock compatible).
-const script& release_script();
-const script& extend_script();
-
 /// One command (or script) to every master; answers arrive on the redlock's
 /// executor. At the per-master timeout the masters still pending are abandoned:
 /// their handlers run with operation_aborted shortly after.
@@ -154,18 +150,7 @@ class release_fanout final : public fanout {
 void start_extend(std::shared_ptr<redlock_impl> owner, std::chrono::milliseconds ttl,
                   asio::any_completion_handler<void(error_code)> handler);
 
-/// Runs `handler(args...)` later on its associated executor (never inline):
-/// for completions decided inside an initiating function.
-template <class Handler, class... Args>
-void complete_later(const asio::any_io_executor& fallback, Handler handler, Args... args) {
-  asio::post(fallback, asio::append(std::move(handler), args...));
-}
-
-/// Runs `handler(args...)` in place when its executor is the one running:
-/// for completions decided by an answer, a timer or a cancellation.
-template <class Handler, class... Args>
-void complete_now(const asio::any_io_executor& fallback, Handler handler, Args... args) {
-  asio::dispatch(fallback, asio::append(std::move(handler), args...));
-}
+using dlock::detail::dispatch_completion;
+using dlock::detail::post_completion;
 
 }  // namespace dlock::redis::detail

@@ -4,7 +4,8 @@
 // Completion is idempotent and never inline: it is posted to the handler's
 // associated executor, or, for results produced while the session drains the
 // C client, collected in a completion_batch and dispatched once the drain is
-// over (outside the C call, still on the strand: one handler less per reply). Terminal and partial cancellation forward to the
+// over (outside the C call, still on the strand: one handler less per reply).
+// Terminal and partial cancellation forward to the
 // strand and complete the handler with operation_aborted; a reply arriving
 // later finds it done and is dropped. The slot is cleared on the handler's
 // executor, just before the handler runs, which is where Asio expects the

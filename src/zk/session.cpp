@@ -160,21 +160,17 @@ void session::step() {
   if (!zh_) return;
   int fd = -1, interest = 0;
   timeval tv{};
-  int rc;
+  int rc, state;
   {
     c_call_guard guard;
     rc = zookeeper_interest(zh_, &fd, &interest, &tv);
+    state = zoo_state(zh_);
   }
   after_c_calls();
   if (!zh_) return;
   if (rc == ZINVALIDSTATE) {
     handle_dead_ = true;
     return after_c_calls();
-  }
-  int state;
-  {
-    c_call_guard guard;
-    state = zoo_state(zh_);
   }
   // The C client replaces its socket only by way of a connecting state,
   // which a step always sees: while it stays connected on the same fd

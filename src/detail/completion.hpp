@@ -1,0 +1,27 @@
+// Completing a handler on its associated executor (`fallback` when it has
+// none). Which one to use is a matter of where the caller stands.
+#pragma once
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/append.hpp>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/post.hpp>
+
+#include <utility>
+
+namespace dlock::detail {
+
+/// From an initiating function (or while walking shared state): never in place.
+template <class Handler, class... Args>
+void post_completion(const boost::asio::any_io_executor& fallback, Handler&& h, Args&&... args) {
+  boost::asio::post(fallback, boost::asio::append(std::forward<Handler>(h), std::forward<Args>(args)...));
+}
+
+/// From a reply, a timer or a cancellation: in place when that executor is
+/// the one running this thread.
+template <class Handler, class... Args>
+void dispatch_completion(const boost::asio::any_io_executor& fallback, Handler&& h, Args&&... args) {
+  boost::asio::dispatch(fallback, boost::asio::append(std::forward<Handler>(h), std::forward<Args>(args)...));
+}
+
+}  // namespace dlock::detail
