@@ -189,6 +189,9 @@ BOOST_AUTO_TEST_CASE(usage_errors_exit_2_with_one_line) {
       {"lock", "/p", "--", "true"},                                 // no backend
       {"lock", "--zk", zk, "--redis", "h:1", "/p", "--", "true"},   // two backends
       {"lock", "--zk", zk, "relative", "--", "true"},
+      {"lock", "--zk", zk, "/a//b", "--", "true"},                  // the library's path rule
+      {"queue", "--zk", zk, "/q/", "size"},
+      {"leader", "--zk", zk, "/"},
       {"lock", "--zk", zk, "/p", "--timeout", "soon", "--", "true"},
       {"lock", "--zk", zk, "/p", "--ttl", "5s", "--", "true"},      // --ttl is for Redis
       {"lock", "--redis", "nohost", "k", "--", "true"},

@@ -15,6 +15,9 @@
 
 namespace dlock::cli {
 
+/// The ZooKeeper session timeout when --session-timeout is not given ("10s").
+inline constexpr std::chrono::milliseconds default_session_timeout{10'000};
+
 /// An open ZooKeeper session to `hosts`; throws `failure` if none can be had.
 /// The client lives until the io_context has drained (see keep_until_drained).
 asio::awaitable<std::shared_ptr<zk::client>> connect_zk(std::string hosts,

@@ -2,6 +2,8 @@
 
 #include "dlock/duration.hpp"
 
+#include <dlock/zk/path.hpp>
+
 #include <algorithm>
 #include <iostream>
 
@@ -43,6 +45,11 @@ std::optional<std::chrono::milliseconds> duration_option(const po::variables_map
 std::optional<std::string> string_option(const po::variables_map& values, const char* name) {
   if (!values.count(name)) return std::nullopt;
   return values[name].as<std::string>();
+}
+
+void require_zk_path(const std::string& path) {
+  if (path == "/") throw usage_error("PATH: not the root");
+  if (auto problem = zk::path_problem(path); !problem.empty()) throw usage_error("PATH: " + std::string(problem));
 }
 
 std::string required_string(const po::variables_map& values, const char* name, const char* missing) {

@@ -42,6 +42,10 @@ std::optional<std::string> string_option(const po::variables_map& values, const 
 /// The value of string option or positional `name`; usage_error `missing` if absent.
 std::string required_string(const po::variables_map& values, const char* name, const char* missing);
 
+/// Throws usage_error unless `path` is a valid ZooKeeper path for a lock,
+/// election or queue (the library's own rule, zk::path_problem, and not "/").
+void require_zk_path(const std::string& path);
+
 /// Prints `usage`, the options and (when given) `footer` to stdout for --help.
 void print_help(const std::string& usage, const po::options_description& options, std::string_view footer = {});
 

@@ -17,7 +17,7 @@ namespace {
 struct elect_settings {
   std::string zk_hosts;
   std::string id;
-  std::chrono::milliseconds session_timeout{10'000};
+  std::chrono::milliseconds session_timeout = default_session_timeout;
   hold_settings hold;
 };
 
@@ -65,7 +65,7 @@ elect_settings settings_from(const parsed_arguments& parsed) {
   elect_settings s;
   s.zk_hosts = required_string(values, "zk", "--zk HOSTS is required");
   s.hold.name = required_string(values, "path", "missing the election's PATH");
-  if (!s.hold.name.starts_with('/')) throw usage_error("PATH must start with '/'");
+  require_zk_path(s.hold.name);
   s.hold.command = parsed.command;
   s.hold.timeout = duration_option(values, "timeout");
   // An election has no single attempt (see candidacy::try_acquire).

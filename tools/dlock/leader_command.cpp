@@ -51,7 +51,7 @@ asio::awaitable<int> follow(zk::leader_election& election, std::optional<std::st
 
 asio::awaitable<int> show_leader(leader_settings s) {
   asio::signal_set stop(co_await asio::this_coro::executor, SIGINT, SIGTERM, SIGHUP);
-  auto client = co_await connect_zk(s.zk_hosts, std::chrono::seconds(10));
+  auto client = co_await connect_zk(s.zk_hosts, default_session_timeout);
   int status = exit_status::failed;
   {
     zk::leader_election election(*client, s.path);
@@ -84,7 +84,7 @@ int leader_command(const std::vector<std::string>& args) {
   leader_settings s;
   s.zk_hosts = required_string(parsed.values, "zk", "--zk HOSTS is required");
   s.path = required_string(parsed.values, "path", "missing the election's PATH");
-  if (!s.path.starts_with('/')) throw usage_error("PATH must start with '/'");
+  require_zk_path(s.path);
   s.watch = parsed.values.count("watch") > 0;
   route_library_log(parsed.values.count("verbose") > 0);
   return run_to_exit_status(&show_leader, std::move(s));

@@ -12,7 +12,6 @@
 #include <boost/asio/signal_set.hpp>
 
 #include <csignal>
-#include <iostream>
 
 namespace dlock::cli {
 namespace {
@@ -28,7 +27,7 @@ struct lock_settings {
   std::vector<host_port> redis;
   bool shared = false;
   milliseconds ttl{10'000};
-  milliseconds session_timeout{10'000};
+  milliseconds session_timeout = default_session_timeout;
   hold_settings hold;
 };
 
@@ -61,7 +60,7 @@ lock_settings settings_from(const parsed_arguments& parsed) {
   s.shared = values.count("shared") > 0;
   if (zk) {
     if (zk->empty()) throw usage_error("--zk: no servers given");
-    if (!s.hold.name.starts_with('/')) throw usage_error("PATH must start with '/'");
+    require_zk_path(s.hold.name);
     if (!values["ttl"].defaulted()) throw usage_error("--ttl is for --redis");
     s.zk_hosts = *zk;
     s.session_timeout = *duration_option(values, "session-timeout");

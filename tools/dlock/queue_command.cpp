@@ -54,7 +54,7 @@ queue_settings settings_from(const po::variables_map& values) {
   queue_settings s;
   s.zk_hosts = required_string(values, "zk", "--zk HOSTS is required");
   s.path = required_string(values, "path", "missing the queue's PATH");
-  if (!s.path.starts_with('/')) throw usage_error("PATH must start with '/'");
+  require_zk_path(s.path);
   s.action = action_named(required_string(values, "action", "missing the action: put, take, peek or size"));
   auto data = string_option(values, "data");
   if (s.action == queue_action::put && !data) throw usage_error("put: missing DATA");
@@ -112,7 +112,7 @@ asio::awaitable<int> act(zk::queue& queue, queue_settings s, asio::signal_set& s
 
 asio::awaitable<int> use_queue(queue_settings s) {
   asio::signal_set stop(co_await asio::this_coro::executor, SIGINT, SIGTERM, SIGHUP);
-  auto client = co_await connect_zk(s.zk_hosts, std::chrono::seconds(10));
+  auto client = co_await connect_zk(s.zk_hosts, default_session_timeout);
   int status = exit_status::failed;
   {
     zk::queue queue(*client, s.path);

@@ -1,6 +1,8 @@
 // Running a subcommand's coroutine on one io_context, and dlock's own messages.
 #pragma once
 
+#include "dlock/exit_status.hpp"
+
 #include <dlock/config.hpp>
 
 #include <boost/asio/awaitable.hpp>
@@ -46,7 +48,7 @@ int status_for_exception(std::exception_ptr failure_ptr);
 template <class Settings>
 int run_to_exit_status(asio::awaitable<int> (*main)(Settings), Settings settings) {
   asio::io_context io;
-  int status = 125;
+  int status = exit_status::failed;
   bool done = false;
   asio::co_spawn(io, main(std::move(settings)), [&status, &done](std::exception_ptr e, int result) {
     status = e ? status_for_exception(e) : result;

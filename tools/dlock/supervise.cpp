@@ -12,7 +12,6 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include <csignal>
-#include <cstring>
 
 namespace dlock::cli {
 namespace {
