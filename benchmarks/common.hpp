@@ -92,4 +92,11 @@ inline bool wanted(const std::string& bench, const std::string& impl) {
   return (only_impl.empty() || only_impl == impl) && (only_bench.empty() || only_bench == bench);
 }
 
+/// `n` times DLOCK_BENCH_SCALE (default 1): longer runs for a profiler, where
+/// process start-up would otherwise outweigh the scenario.
+inline int scaled(int n) {
+  int factor = std::atoi(env_or("DLOCK_BENCH_SCALE", "1").c_str());
+  return n * (factor > 0 ? factor : 1);
+}
+
 }  // namespace dlock::bench

@@ -204,12 +204,12 @@ void run_one(asio::awaitable<void> (*scenario)(target, int, int, std::string), t
 int main() {
   auto t = first_master();
   for (int round = 0; round < 3; ++round) {
-    run_one(&raw_run, t, 1, single_ops, "redis_single");
-    run_one(&dlock_run, t, 1, single_ops, "redis_single");
+    run_one(&raw_run, t, 1, dlock::bench::scaled(single_ops), "redis_single");
+    run_one(&dlock_run, t, 1, dlock::bench::scaled(single_ops), "redis_single");
   }
   for (int round = 0; round < 3; ++round) {
-    run_one(&raw_run, t, concurrent_clients, concurrent_ops_each, "redis_concurrent");
-    run_one(&dlock_run, t, concurrent_clients, concurrent_ops_each, "redis_concurrent");
+    run_one(&raw_run, t, concurrent_clients, dlock::bench::scaled(concurrent_ops_each), "redis_concurrent");
+    run_one(&dlock_run, t, concurrent_clients, dlock::bench::scaled(concurrent_ops_each), "redis_concurrent");
   }
   return 0;
 }

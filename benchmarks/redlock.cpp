@@ -373,16 +373,16 @@ int main() {
     auto five = first(ports, 5);
     for (std::size_t n : {std::size_t{1}, std::size_t{3}, std::size_t{5}}) {
       auto bench = "redlock_" + std::to_string(n);
-      run_raw(bench, first(ports, n), 1, sequential_ops);
-      run_dlock(bench, first(ports, n), 1, sequential_ops);
+      run_raw(bench, first(ports, n), 1, dlock::bench::scaled(sequential_ops));
+      run_dlock(bench, first(ports, n), 1, dlock::bench::scaled(sequential_ops));
     }
-    run_dlock("redlock_5_sequential", five, 1, sequential_ops, true);
-    run_raw("redlock_5_concurrent", five, concurrent_clients, concurrent_ops_each);
-    run_dlock("redlock_5_concurrent", five, concurrent_clients, concurrent_ops_each);
+    run_dlock("redlock_5_sequential", five, 1, dlock::bench::scaled(sequential_ops), true);
+    run_raw("redlock_5_concurrent", five, concurrent_clients, dlock::bench::scaled(concurrent_ops_each));
+    run_dlock("redlock_5_concurrent", five, concurrent_clients, dlock::bench::scaled(concurrent_ops_each));
     {
       stopped_masters stopped({"redis4", "redis5"});
-      run_raw("redlock_5_two_down", five, 1, sequential_ops);
-      run_dlock("redlock_5_two_down", five, 1, sequential_ops);
+      run_raw("redlock_5_two_down", five, 1, dlock::bench::scaled(sequential_ops));
+      run_dlock("redlock_5_two_down", five, 1, dlock::bench::scaled(sequential_ops));
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "redlock bench: %s\n", e.what());

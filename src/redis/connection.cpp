@@ -244,7 +244,7 @@ void connection_impl::finish(request& r, error_code ec, reply value, completion 
   handler_type handler(std::move(*r.handler));
   r.handler.reset();
   if (how == completion::post) return post_completion(executor_, std::move(handler), ec, std::move(value));
-  if (r.direct) return std::move(handler)(ec, std::move(value));
+  if (r.in_place) return std::move(handler)(ec, std::move(value));
   dispatch_completion(executor_, std::move(handler), ec, std::move(value));
 }
 
@@ -556,9 +556,9 @@ void connection::start_wait(connection_state target, handler_type0 handler) {
 }
 
 void connection::start_exec(std::string wire, std::shared_ptr<const script::data> fallback,
-                            std::size_t tail_offset, handler_type handler, bool direct) {
+                            std::size_t tail_offset, handler_type handler, bool in_place) {
   auto r = std::make_shared<detail::request>();
-  r->direct = direct;
+  r->in_place = in_place;
   r->wire = std::move(wire);
   r->script = std::move(fallback);
   r->tail_offset = tail_offset;
@@ -568,7 +568,7 @@ void connection::start_exec(std::string wire, std::shared_ptr<const script::data
 }
 
 void connection::start_eval(std::shared_ptr<const script::data> s, const command& tail, handler_type handler,
-                            bool direct) {
+                            bool in_place) {
   // Built in one buffer: header, EVALSHA, the sha1, then numkeys/keys/args.
   std::string wire;
   wire.reserve(64 + tail.body().size());
@@ -579,7 +579,7 @@ void connection::start_eval(std::shared_ptr<const script::data> s, const command
   wire += "\r\n";
   std::size_t tail_offset = wire.size();
   wire += tail.body();
-  start_exec(std::move(wire), std::move(s), tail_offset, std::move(handler), direct);
+  start_exec(std::move(wire), std::move(s), tail_offset, std::move(handler), in_place);
 }
 
 }  // namespace dlock::redis

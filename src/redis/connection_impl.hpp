@@ -44,9 +44,10 @@ struct request {
   clock::time_point deadline = clock::time_point::max();
   bool internal = false;  // handshake command, allowed while connecting
   bool use_eval = false;
-  // A library continuation (dlock's locks) that only touches the lock's
-  // state and completes onward itself: invoked in place, not dispatched.
-  bool direct = false;
+  // Invoked in place when its reply is read, not dispatched: a handler
+  // whose executor is the connection's (see dlock::detail::runs_on), or a
+  // continuation of dlock's own locks, which completes onward itself.
+  bool in_place = false;
 };
 using request_ptr = std::shared_ptr<request>;
 

@@ -219,7 +219,8 @@ void complete_soon(const std::shared_ptr<lock_state>& s, asio::any_completion_ha
 // From a reply continuation (the connection never runs those inside an
 // initiating function): the caller may resume in place.
 void complete_now(const std::shared_ptr<lock_state>& s, asio::any_completion_handler<void(error_code)> h,
-                  error_code ec) {
+                  bool in_place, error_code ec) {
+  if (in_place) return std::move(h)(ec);
   dlock::detail::dispatch_completion(s->conn->get_executor(), std::move(h), ec);
 }
 
@@ -230,6 +231,7 @@ struct set_reply {
   steady_time sent;
   steady_time give_up;
   bool retry;
+  bool in_place;
   asio::cancellation_slot slot;
   asio::any_completion_handler<void(error_code)> handler;
 
@@ -253,11 +255,12 @@ struct set_reply {
   }
   void finish(error_code ec) {
     s->acquiring = false;
-    complete_now(s, std::move(handler), ec);
+    complete_now(s, std::move(handler), in_place, ec);
   }
 };
 
-void begin_acquire(std::shared_ptr<lock_state> s, bool retry, asio::any_completion_handler<void(error_code)> h) {
+void begin_acquire(std::shared_ptr<lock_state> s, bool retry, asio::any_completion_handler<void(error_code)> h,
+                   bool in_place) {
   error_code refuse = validate(s->key, s->opts.ttl);
   if (!refuse && (s->held || s->acquiring)) refuse = dlock::error::already_held;
   if (refuse) return complete_soon(s, std::move(h), refuse);
@@ -270,27 +273,28 @@ void begin_acquire(std::shared_ptr<lock_state> s, bool retry, asio::any_completi
   auto give_up = sent + s->opts.wait;
   auto& conn = *s->conn;
   connection_access::exec(conn, std::move(set),
-                          set_reply{std::move(s), std::move(token), sent, give_up, retry, slot, std::move(h)});
+                          set_reply{std::move(s), std::move(token), sent, give_up, retry, in_place, slot, std::move(h)});
 }
 
 // Completion of the compare-and-delete (on the connection's executor).
 struct release_reply {
   std::shared_ptr<lock_state> s;
   asio::any_completion_handler<void(error_code)> handler;
+  bool in_place;
   void operator()(error_code ec, reply r) {
     if (!ec) ec = interpret_compare_script(r);
-    complete_now(s, std::move(handler), ec);
+    complete_now(s, std::move(handler), in_place, ec);
   }
 };
 
-void begin_release(std::shared_ptr<lock_state> s, asio::any_completion_handler<void(error_code)> h) {
+void begin_release(std::shared_ptr<lock_state> s, asio::any_completion_handler<void(error_code)> h, bool in_place) {
   if (!s->held) return complete_soon(s, std::move(h), dlock::error::not_held);
   s->held = false;
   if (s->opts.auto_extend) return spawn(s, release_coro(s), std::move(h), false);
   s->loss.disarm();
   auto& conn = *s->conn;
   connection_access::eval(conn, release_script(), connection::eval_tail({s->key}, {s->token}),
-                          release_reply{s, std::move(h)});
+                          release_reply{s, std::move(h), in_place});
 }
 
 }  // namespace
@@ -304,20 +308,21 @@ lock::~lock() {
 }
 
 // The lock's state lives on the connection's executor: get there first.
-void lock::start_acquire(bool retry, handler_type handler) {
-  asio::dispatch(state_->conn->get_executor(), [s = state_, retry, h = std::move(handler)]() mutable {
-    detail::begin_acquire(std::move(s), retry, std::move(h));
+void lock::start_acquire(bool retry, handler_type handler, bool in_place) {
+  asio::dispatch(state_->conn->get_executor(), [s = state_, retry, h = std::move(handler), in_place]() mutable {
+    detail::begin_acquire(std::move(s), retry, std::move(h), in_place);
   });
 }
-void lock::start_release(handler_type handler) {
-  asio::dispatch(state_->conn->get_executor(), [s = state_, h = std::move(handler)]() mutable {
-    detail::begin_release(std::move(s), std::move(h));
+void lock::start_release(handler_type handler, bool in_place) {
+  asio::dispatch(state_->conn->get_executor(), [s = state_, h = std::move(handler), in_place]() mutable {
+    detail::begin_release(std::move(s), std::move(h), in_place);
   });
 }
 void lock::start_extend(std::chrono::milliseconds ttl, handler_type handler) {
   detail::spawn(state_, detail::extend_coro(state_, ttl), std::move(handler), true);
 }
 
+asio::any_io_executor lock::get_executor() const noexcept { return state_->conn->get_executor(); }
 bool lock::held() const noexcept { return state_->held; }
 std::chrono::milliseconds lock::validity() const noexcept {
   if (!state_->held || state_->loss.lost()) return std::chrono::milliseconds(0);

@@ -33,7 +33,7 @@ class command {
   }
 
   command& arg(std::string_view a) {
-    if (body_.empty()) body_.reserve(64 + a.size());  // room for the header and a few arguments
+    if (body_.empty()) body_.reserve(160 + a.size());  // room for a lock's SET or script call, and the header
     body_ += '$';
     append_number(static_cast<std::int64_t>(a.size()));
     body_ += "\r\n";

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <dlock/config.hpp>
+#include <dlock/detail/in_place.hpp>
 #include <dlock/redis/command.hpp>
 #include <dlock/redis/error.hpp>
 #include <dlock/redis/options.hpp>
@@ -107,7 +108,8 @@ class connection {
   auto exec(command cmd, Token&& token = {}) {
     return asio::async_initiate<Token, void(error_code, reply)>(
         [this](auto handler, command c) {
-          start_exec(std::move(c).take_encoded(), nullptr, 0, handler_type(std::move(handler)));
+          bool in_place = dlock::detail::runs_on(handler, get_executor());
+          start_exec(std::move(c).take_encoded(), nullptr, 0, handler_type(std::move(handler)), in_place);
         },
         token, std::move(cmd));
   }
@@ -134,7 +136,8 @@ class connection {
   auto eval(const script& s, command tail, Token&& token = {}) {
     return asio::async_initiate<Token, void(error_code, reply)>(
         [this](auto handler, std::shared_ptr<const script::data> sd, command t) {
-          start_eval(std::move(sd), t, handler_type(std::move(handler)));
+          bool in_place = dlock::detail::runs_on(handler, get_executor());
+          start_eval(std::move(sd), t, handler_type(std::move(handler)), in_place);
         },
         token, s.shared(), std::move(tail));
   }
@@ -167,10 +170,11 @@ class connection {
 
   void start_connect(handler_type0 handler);
   void start_wait(connection_state target, handler_type0 handler);
+  // `in_place`: the handler may run in place when its reply is read.
   void start_exec(std::string wire, std::shared_ptr<const script::data> fallback,
-                  std::size_t tail_offset, handler_type handler, bool direct = false);
+                  std::size_t tail_offset, handler_type handler, bool in_place);
   void start_eval(std::shared_ptr<const script::data> s, const command& tail, handler_type handler,
-                  bool direct = false);
+                  bool in_place);
 
   std::shared_ptr<detail::connection_impl> impl_;
 };

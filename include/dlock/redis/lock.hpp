@@ -3,6 +3,7 @@
 #pragma once
 
 #include <dlock/config.hpp>
+#include <dlock/detail/in_place.hpp>
 #include <dlock/error.hpp>
 #include <dlock/lock_loss.hpp>
 #include <dlock/redis/connection.hpp>
@@ -67,20 +68,32 @@ class lock {
   template <class Token = default_token>
   auto acquire(Token&& token = {}) {
     return asio::async_initiate<Token, void(error_code)>(
-        [this](auto handler) { start_acquire(true, handler_type(std::move(handler))); }, token);
+        [this](auto handler) {
+          bool in_place = dlock::detail::runs_on(handler, get_executor());
+          start_acquire(true, handler_type(std::move(handler)), in_place);
+        },
+        token);
   }
   /// One attempt: dlock::error::taken at once if someone holds it.
   template <class Token = default_token>
   auto try_acquire(Token&& token = {}) {
     return asio::async_initiate<Token, void(error_code)>(
-        [this](auto handler) { start_acquire(false, handler_type(std::move(handler))); }, token);
+        [this](auto handler) {
+          bool in_place = dlock::detail::runs_on(handler, get_executor());
+          start_acquire(false, handler_type(std::move(handler)), in_place);
+        },
+        token);
   }
   /// Deletes the key if it still holds our token (after stopping
   /// auto-extension and waiting for an extension in flight). Not cancellable.
   template <class Token = default_token>
   auto release(Token&& token = {}) {
     return asio::async_initiate<Token, void(error_code)>(
-        [this](auto handler) { start_release(handler_type(std::move(handler))); }, token);
+        [this](auto handler) {
+          bool in_place = dlock::detail::runs_on(handler, get_executor());
+          start_release(handler_type(std::move(handler)), in_place);
+        },
+        token);
   }
   /// Sets the key's expiry to `ttl` if it still holds our token.
   template <class Token = default_token>
@@ -90,6 +103,8 @@ class lock {
         token, ttl);
   }
 
+  /// The connection's executor, on which the lock runs.
+  asio::any_io_executor get_executor() const noexcept;
   /// True from a successful acquire until release (even if lost meanwhile:
   /// release is still the way out).
   bool held() const noexcept;
@@ -109,8 +124,9 @@ class lock {
 
  private:
   using handler_type = asio::any_completion_handler<void(error_code)>;
-  void start_acquire(bool retry, handler_type handler);
-  void start_release(handler_type handler);
+  // `in_place`: the handler may run in place when the reply is read.
+  void start_acquire(bool retry, handler_type handler, bool in_place);
+  void start_release(handler_type handler, bool in_place);
   void start_extend(std::chrono::milliseconds ttl, handler_type handler);
 
   std::shared_ptr<detail::lock_state> state_;
