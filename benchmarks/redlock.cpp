@@ -9,6 +9,7 @@
 #include "common.hpp"
 
 #include <dlock/redis/connection.hpp>
+#include <dlock/redis/detail/token.hpp>
 #include <dlock/redis/redlock.hpp>
 
 #include <boost/asio/as_tuple.hpp>
@@ -161,10 +162,11 @@ void run_raw(const std::string& bench, const std::vector<std::uint16_t>& ports, 
   std::vector<raw_client> cs(static_cast<std::size_t>(clients));
   for (int c = 0; c < clients; ++c) {
     cs[c].key = prefix + std::to_string(c);
-    cs[c].token = "raw-token-" + std::to_string(c);
   }
   auto begin = [&](int c, bool releasing) {
     auto& cl = cs[c];
+    // Redlock's value is unique per acquisition; the same secure source as dlock's.
+    if (!releasing) cl.token = redis::detail::make_token();
     cl.releasing = releasing;
     ++cl.round;
     cl.yes = cl.answered = 0;

@@ -82,7 +82,7 @@ connection_impl::connection_impl(asio::any_io_executor executor, options opts)
 // ---- commands ----
 
 void connection_impl::enqueue(request_ptr r) {
-  if (!r->handler) return;  // cancelled before it reached the executor
+  if (!r->live()) return;  // cancelled before it reached the executor
   error_code refuse;
   if (closed_) refuse = dlock::error::closed;
   else if (r->internal ? !session_open_ : state_ != connection_state::connected)
@@ -116,12 +116,12 @@ void connection_impl::bind_cancellation(const request_ptr& r) {
   r->slot = asio::get_associated_cancellation_slot(*r->handler);
   if (!r->slot.is_connected()) return;
   r->slot.assign([weak = std::weak_ptr<request>(r), self = std::weak_ptr<connection_impl>(shared_from_this()),
-                  executor = executor_](asio::cancellation_type t) {
+                  executor = executor_, generation = r->generation](asio::cancellation_type t) {
     if (!cancels(t)) return;
-    asio::dispatch(executor, [weak, self] {
+    asio::dispatch(executor, [weak, self, generation] {
       auto req = weak.lock();
       auto impl = self.lock();
-      if (!req || !impl || !req->handler) return;
+      if (!req || !impl || !req->live() || req->generation != generation) return;
       // Abandoned: if unwritten it is skipped, else its reply is dropped.
       impl->finish(*req, asio::error::operation_aborted, reply(), completion::post, true);
     });
@@ -130,7 +130,7 @@ void connection_impl::bind_cancellation(const request_ptr& r) {
 
 void connection_impl::start_write() {
   batch_.clear();
-  std::size_t n = queue_.stage(batch_, [](const request_ptr& r) { return !r->handler; });
+  std::size_t n = queue_.stage(batch_, [](const request_ptr& r) { return !r->live(); });
   if (n == 0) return;
   out_.clear();
   out_written_ = 0;
@@ -219,7 +219,7 @@ void connection_impl::on_reply(reply r) {
   request_ptr req = queue_.pop_answered();
   if (!req) return lose(error::protocol_error);  // a reply nobody asked for
   ++stats_.replies;
-  if (!req->handler) return;  // abandoned: dropped, the stream stays in sync
+  if (!req->live()) return recycle(std::move(req));  // abandoned: dropped, the stream stays in sync
   error_code ec;
   if (r.is_error()) {
     auto kind = classify_error(r.string());
@@ -233,6 +233,42 @@ void connection_impl::on_reply(reply r) {
     ec = kind;
   }
   finish(*req, ec, std::move(r), completion::dispatch);
+  recycle(std::move(req));
+}
+
+// Requests made by dlock's own locks (see make_request) come back here once
+// answered, unless something else still holds them.
+void connection_impl::recycle(request_ptr r) {
+  constexpr std::size_t max_spares = 256;
+  if (r.use_count() != 1 || spare_.size() >= max_spares) return;
+  r->wire.clear();
+  r->eval_wire.clear();
+  r->script.reset();
+  r->tail_offset = 0;
+  r->deadline = clock::time_point::max();
+  r->internal = r->use_eval = r->in_place = false;
+  ++r->generation;
+  spare_.push_back(std::move(r));
+}
+
+request_ptr connection_impl::make_request() {
+  request_ptr r;
+  if (spare_.empty()) {
+    r = std::make_shared<request>();
+  } else {
+    r = std::move(spare_.back());
+    spare_.pop_back();
+  }
+  r->id = next_request_id();
+  return r;
+}
+
+void connection_impl::abandon(std::uint64_t id) {
+  queue_.visit([&](const request_ptr& r) {
+    if (r->id != id) return true;
+    if (r->live()) finish(*r, asio::error::operation_aborted, reply(), completion::post);
+    return false;
+  });
 }
 
 // `post` wherever the caller may be inside an initiating function or walking
@@ -241,11 +277,24 @@ void connection_impl::on_reply(reply r) {
 void connection_impl::finish(request& r, error_code ec, reply value, completion how, bool from_slot) {
   if (!from_slot && r.slot.is_connected()) r.slot.clear();
   r.slot = {};
+  if (r.sink) return deliver_to_sink(r, ec, std::move(value), how);
   handler_type handler(std::move(*r.handler));
   r.handler.reset();
   if (how == completion::post) return post_completion(executor_, std::move(handler), ec, std::move(value));
   if (r.in_place) return std::move(handler)(ec, std::move(value));
   dispatch_completion(executor_, std::move(handler), ec, std::move(value));
+}
+
+void connection_impl::deliver_to_sink(request& r, error_code ec, reply value, completion how) {
+  auto sink = std::move(r.sink);
+  r.sink.reset();
+  if (how == completion::dispatch && r.in_place) return sink->on_reply(r.sink_index, ec, std::move(value));
+  auto executor = sink->sink_executor();
+  auto deliver = [sink = std::move(sink), index = r.sink_index, ec, value = std::move(value)]() mutable {
+    sink->on_reply(index, ec, std::move(value));
+  };
+  if (how == completion::post) asio::post(executor, std::move(deliver));
+  else asio::dispatch(executor, std::move(deliver));
 }
 
 // ---- deadlines: one timer for all commands ----
@@ -257,7 +306,7 @@ void connection_impl::arm_deadline_timer() {
   if (opts_.command_timeout.count() <= 0 || closed_) return;
   auto next = clock::now() + opts_.command_timeout;
   queue_.visit([&](const request_ptr& r) {
-    if (!r->handler) return true;
+    if (!r->live()) return true;
     next = std::min(next, r->deadline);
     return false;
   });
@@ -272,7 +321,7 @@ void connection_impl::arm_deadline_timer() {
 void connection_impl::check_deadlines() {
   auto now = clock::now();
   queue_.visit([&](const request_ptr& r) {
-    if (!r->handler) return true;
+    if (!r->live()) return true;
     if (r->deadline > now) return false;
     finish(*r, error::timed_out, reply(), completion::post);
     return true;
@@ -452,7 +501,7 @@ void connection_impl::lose(error_code why) {
   tls_.reset();  // a new session gets a new TLS stream
   parser_.reset();
   queue_.drain([&](request_ptr& r) {
-    if (r->handler) finish(*r, why, reply(), completion::post);
+    if (r->live()) finish(*r, why, reply(), completion::post);
   });
   session_end_.cancel();
 }
@@ -517,6 +566,77 @@ void connection_impl::notify_connect(error_code ec) {
   }
 }
 
+// ---- encoded commands, Redlock's fan-outs ----
+
+// Built in one buffer: header, EVALSHA, the sha1, then numkeys/keys/args.
+// Returns it and where numkeys starts (for the EVAL form).
+std::pair<std::string, std::size_t> evalsha_wire(const script::data& s, const command& tail) {
+  std::string wire;
+  wire.reserve(64 + tail.body().size());
+  wire += '*';
+  wire += std::to_string(tail.size() + 2);
+  wire += "\r\n$7\r\nEVALSHA\r\n$40\r\n";
+  wire += s.sha1;
+  wire += "\r\n";
+  std::size_t tail_offset = wire.size();
+  wire += tail.body();
+  return {std::move(wire), tail_offset};
+}
+
+encoded_command encode(command cmd) { return {std::move(cmd).take_encoded(), nullptr, 0}; }
+
+encoded_command encode_eval(const script& s, const command& tail) {
+  auto wire = evalsha_wire(*s.shared(), tail);
+  return {std::move(wire.first), s.shared(), wire.second};
+}
+
+std::uint64_t connection_access::send(connection& c, const encoded_command& cmd, std::shared_ptr<reply_sink> sink,
+                                      std::size_t index, bool on_executor) {
+  auto& impl = *c.impl_;
+  request_ptr r;
+  if (on_executor) {
+    r = impl.make_request();
+  } else {
+    r = std::make_shared<request>();
+    r->id = impl.next_request_id();
+  }
+  r->in_place = on_executor;
+  r->wire = cmd.wire;
+  r->script = cmd.script;
+  r->tail_offset = cmd.tail_offset;
+  r->sink = std::move(sink);
+  r->sink_index = index;
+  auto id = r->id;
+  if (on_executor) impl.enqueue(std::move(r));
+  else asio::dispatch(impl.executor(), [impl = c.impl_, r = std::move(r)]() mutable { impl->enqueue(std::move(r)); });
+  return id;
+}
+
+void connection_access::abandon(connection& c, std::uint64_t id) {
+  asio::dispatch(c.impl_->executor(), [impl = c.impl_, id] { impl->abandon(id); });
+}
+
+void connection_access::exec(connection& c, command cmd, handler_type handler) {
+  auto r = c.impl_->make_request();
+  r->in_place = true;
+  r->wire = std::move(cmd).take_encoded();
+  r->handler.emplace(std::move(handler));
+  c.impl_->bind_cancellation(r);
+  c.impl_->enqueue(std::move(r));
+}
+
+void connection_access::eval(connection& c, const script& s, const command& tail, handler_type handler) {
+  auto r = c.impl_->make_request();
+  auto wire = evalsha_wire(*s.shared(), tail);
+  r->in_place = true;
+  r->wire = std::move(wire.first);
+  r->script = s.shared();
+  r->tail_offset = wire.second;
+  r->handler.emplace(std::move(handler));
+  c.impl_->bind_cancellation(r);
+  c.impl_->enqueue(std::move(r));
+}
+
 }  // namespace detail
 
 // ---- the handle ----
@@ -558,6 +678,7 @@ void connection::start_wait(connection_state target, handler_type0 handler) {
 void connection::start_exec(std::string wire, std::shared_ptr<const script::data> fallback,
                             std::size_t tail_offset, handler_type handler, bool in_place) {
   auto r = std::make_shared<detail::request>();
+  r->id = impl_->next_request_id();
   r->in_place = in_place;
   r->wire = std::move(wire);
   r->script = std::move(fallback);
@@ -569,17 +690,8 @@ void connection::start_exec(std::string wire, std::shared_ptr<const script::data
 
 void connection::start_eval(std::shared_ptr<const script::data> s, const command& tail, handler_type handler,
                             bool in_place) {
-  // Built in one buffer: header, EVALSHA, the sha1, then numkeys/keys/args.
-  std::string wire;
-  wire.reserve(64 + tail.body().size());
-  wire += '*';
-  wire += std::to_string(tail.size() + 2);
-  wire += "\r\n$7\r\nEVALSHA\r\n$40\r\n";
-  wire += s->sha1;
-  wire += "\r\n";
-  std::size_t tail_offset = wire.size();
-  wire += tail.body();
-  start_exec(std::move(wire), std::move(s), tail_offset, std::move(handler), in_place);
+  auto wire = detail::evalsha_wire(*s, tail);
+  start_exec(std::move(wire.first), std::move(s), wire.second, std::move(handler), in_place);
 }
 
 }  // namespace dlock::redis

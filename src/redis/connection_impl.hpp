@@ -13,6 +13,7 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <list>
 #include <memory>
@@ -32,6 +33,15 @@ using clock = std::chrono::steady_clock;
 using handler_type = asio::any_completion_handler<void(error_code, reply)>;
 using handler_type0 = asio::any_completion_handler<void(error_code)>;
 
+// A consumer of replies inside dlock (Redlock's fan-out): completed without
+// a type-erased handler to allocate per command.
+class reply_sink {
+ public:
+  virtual ~reply_sink() = default;
+  virtual const asio::any_io_executor& sink_executor() const noexcept = 0;
+  virtual void on_reply(std::size_t index, error_code ec, reply answer) = 0;
+};
+
 struct request {
   std::string wire;       // RESP bytes (EVALSHA form for scripts)
   std::string eval_wire;  // EVAL form, built after a NOSCRIPT
@@ -40,6 +50,9 @@ struct request {
   // Empty once completed: the reply is then dropped. An optional because
   // any_completion_handler's assignment is broken in Asio 1.81.
   std::optional<handler_type> handler;
+  // Or, instead of a handler, the sink and the index it gets back.
+  std::shared_ptr<reply_sink> sink;
+  std::size_t sink_index = 0;
   asio::cancellation_slot slot;
   clock::time_point deadline = clock::time_point::max();
   bool internal = false;  // handshake command, allowed while connecting
@@ -48,18 +61,37 @@ struct request {
   // whose executor is the connection's (see dlock::detail::runs_on), or a
   // continuation of dlock's own locks, which completes onward itself.
   bool in_place = false;
+  std::uint64_t id = 0;          // unique on its connection (see connection_access::abandon)
+  std::uint32_t generation = 0;  // bumped when reused: a late cancellation of its last use is ignored
+
+  bool live() const noexcept { return handler || sink; }
 };
 using request_ptr = std::shared_ptr<request>;
 
+// A command already encoded, for sending one command to many connections.
+struct encoded_command {
+  std::string wire;  // EVALSHA form for a script
+  std::shared_ptr<const redis::script::data> script;
+  std::size_t tail_offset = 0;
+};
+encoded_command encode(command cmd);
+encoded_command encode_eval(const script& s, const command& tail);
+std::pair<std::string, std::size_t> evalsha_wire(const script::data& s, const command& tail);
+
 // For dlock's own locks, which call from the connection's executor with
-// continuations that may run in place (see request::direct).
+// continuations that may run in place (see request::in_place).
 struct connection_access {
-  static void exec(connection& c, command cmd, handler_type handler) {
-    c.start_exec(std::move(cmd).take_encoded(), nullptr, 0, std::move(handler), true);
-  }
-  static void eval(connection& c, const script& s, const command& tail, handler_type handler) {
-    c.start_eval(s.shared(), tail, std::move(handler), true);
-  }
+  static void exec(connection& c, command cmd, handler_type handler);
+  static void eval(connection& c, const script& s, const command& tail, handler_type handler);
+  // For Redlock's fan-outs, which abandon commands themselves (no
+  // cancellation slot). `on_executor`: the caller runs on the connection's
+  // executor and so does the sink, which then gets replies in place. Returns
+  // the request's id, for abandon().
+  static std::uint64_t send(connection& c, const encoded_command& cmd, std::shared_ptr<reply_sink> sink,
+                            std::size_t index, bool on_executor);
+  // The request gets operation_aborted unless it has completed; the reply,
+  // if it comes, is read and dropped.
+  static void abandon(connection& c, std::uint64_t id);
 };
 
 class connection_impl : public std::enable_shared_from_this<connection_impl> {
@@ -74,6 +106,9 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
 
   // Called on the connection's executor.
   void enqueue(request_ptr r);
+  // On the executor: a request from the spares (its buffers reused), or new.
+  request_ptr make_request();
+  std::uint64_t next_request_id() noexcept { return next_request_id_.fetch_add(1, std::memory_order_relaxed) + 1; }
   void bind_cancellation(const request_ptr& r);  // any thread, at initiation
   void connect(handler_type0 handler);
   void wait_for(connection_state target, handler_type0 handler);
@@ -102,8 +137,12 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   void on_read(std::uint64_t session, error_code ec, std::size_t n);
   error_code dispatch_replies(std::uint64_t session);
   void on_reply(reply r);
+  friend struct connection_access;
   enum class completion { post, dispatch };
   void finish(request& r, error_code ec, reply value, completion how, bool from_slot = false);
+  void deliver_to_sink(request& r, error_code ec, reply value, completion how);
+  void recycle(request_ptr r);
+  void abandon(std::uint64_t id);
   void lose(error_code why);
   void arm_deadline_timer();
   void check_deadlines();
@@ -128,6 +167,8 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   reply_parser parser_;
   request_queue<request_ptr> queue_;
   std::vector<request_ptr> batch_;
+  std::vector<request_ptr> spare_;  // answered requests, kept for reuse
+  std::atomic<std::uint64_t> next_request_id_{0};
   std::string out_;  // the bytes of the write in flight
   std::size_t out_written_ = 0;
   std::array<char, 16384> in_{};

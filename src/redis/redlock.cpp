@@ -39,7 +39,8 @@ class acquire_attempt final : public fanout {
   void start() {
     command set{"SET", owner_->key, owner_->token, "NX", "GET", "PX"};
     set.arg(owner_->options.ttl.count());
-    for (std::size_t i = 0; i < owner_->masters.size(); ++i) send(i, set);
+    auto wire = encode(std::move(set));
+    for (std::size_t i = 0; i < owner_->masters.size(); ++i) send(i, wire);
     arm_deadline();
   }
 
@@ -71,11 +72,12 @@ class acquire_attempt final : public fanout {
 /// the lock, gives up, or is cancelled.
 class lock_op : public std::enable_shared_from_this<lock_op> {
  public:
-  lock_op(std::shared_ptr<redlock_impl> owner, handler0 handler, bool retry)
+  lock_op(std::shared_ptr<redlock_impl> owner, handler0 handler, bool retry, bool in_place)
       : owner_(std::move(owner)),
         handler_(std::move(handler)),
         retry_(owner_->options, redlock_clock::now()),
         retry_enabled_(retry),
+        in_place_(in_place),
         pause_(owner_->executor) {}
 
   // Called on the initiating thread: a cancellation is forwarded to the executor.
@@ -149,6 +151,7 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
   void complete(error_code ec, bool initiating = false) {
     if (slot_.is_connected()) slot_.clear();
     if (initiating) return post_completion(owner_->executor, std::move(handler_), ec);
+    if (in_place_) return handler0(std::move(handler_))(ec);
     dispatch_completion(owner_->executor, std::move(handler_), ec);
   }
 
@@ -157,6 +160,7 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
   asio::cancellation_slot slot_;
   redlock_retry retry_;
   bool retry_enabled_;
+  bool in_place_;  // the handler runs on the redlock's executor
   asio::steady_timer pause_;
   std::shared_ptr<acquire_attempt> current_;
 };
@@ -178,7 +182,7 @@ void acquire_attempt::on_answer(std::size_t index, error_code ec, reply answer) 
     auto ttl = std::to_string(owner_->options.ttl.count());
     auto tail = connection::eval_tail({std::string_view(owner_->key)},
                                       {std::string_view(owner_->token), std::string_view(ttl)});
-    send_eval(index, extend_script(), tail);
+    send(index, encode_eval(extend_script(), tail));
     return;
   }
   bool was_decided = round_.decided();
@@ -212,7 +216,8 @@ class extend_op final : public fanout {
     auto ttl = std::to_string(ttl_.count());
     auto tail = connection::eval_tail({std::string_view(owner_->key)},
                                       {std::string_view(owner_->token), std::string_view(ttl)});
-    for (std::size_t i = 0; i < owner_->masters.size(); ++i) send_eval(i, extend_script(), tail);
+    auto extend = encode_eval(extend_script(), tail);
+    for (std::size_t i = 0; i < owner_->masters.size(); ++i) send(i, extend);
     arm_deadline();
   }
 
@@ -285,21 +290,21 @@ redlock::~redlock() {
 
 redlock::executor_type redlock::get_executor() const noexcept { return impl_->executor; }
 
-void redlock::start_lock(handler0 handler, bool retry) {
-  auto op = std::make_shared<detail::lock_op>(impl_, std::move(handler), retry);
+void redlock::start_lock(handler0 handler, bool retry, bool in_place) {
+  auto op = std::make_shared<detail::lock_op>(impl_, std::move(handler), retry, in_place);
   op->bind_cancellation();
   asio::dispatch(impl_->executor, [op] { op->start(); });
 }
 
-void redlock::start_unlock(handler_count handler) {
-  asio::dispatch(impl_->executor, [impl = impl_, h = std::move(handler)]() mutable {
+void redlock::start_unlock(handler_count handler, bool in_place) {
+  asio::dispatch(impl_->executor, [impl = impl_, h = std::move(handler), in_place]() mutable {
     if (impl->state != detail::hold_state::held && impl->state != detail::hold_state::lost)
       return detail::post_completion(impl->executor, std::move(h),
                                     make_error_code(dlock::error::not_held), std::size_t{0});
     // No extension may land after the release: wait for one in flight.
     impl->end_hold(asio::any_completion_handler<void(error_code)>(
-        [impl, h = std::move(h)](error_code) mutable {
-          auto op = std::make_shared<detail::release_fanout>(impl, impl->token, std::move(h));
+        [impl, h = std::move(h), in_place](error_code) mutable {
+          auto op = std::make_shared<detail::release_fanout>(impl, impl->token, std::move(h), in_place);
           op->start();
         }));
   });

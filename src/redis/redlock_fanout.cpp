@@ -28,6 +28,7 @@ redlock_impl::redlock_impl(asio::any_io_executor ex, std::vector<std::shared_ptr
   for (const auto& master : masters) {
     const auto& opts = master->get_options();
     names.push_back(opts.host + ':' + std::to_string(opts.port));
+    shares_executor.push_back(master->get_executor() == executor);
   }
 }
 
@@ -149,9 +150,9 @@ void redlock_impl::on_deadline_timer() {
   deadline_timer_armed_ = false;
   auto now = redlock_clock::now();
   while (!deadlines_.empty() && deadlines_.front().first <= now) {
-    auto op = std::move(deadlines_.front().second);
+    auto op = deadlines_.front().second.lock();
     deadlines_.pop_front();
-    op->expire();  // may watch new fan-outs (a cleanup, a retry)
+    if (op) op->expire();  // may watch new fan-outs (a cleanup, a retry)
   }
   arm_deadline_timer();
 }
@@ -172,22 +173,12 @@ double redlock_impl::random_unit() {
 
 // ---------------------------------------------------------------------- fanout
 
-struct fanout::answer_handler {
-  std::shared_ptr<fanout> op;
-  std::size_t index;
-
-  using executor_type = asio::any_io_executor;
-  executor_type get_executor() const noexcept { return op->executor(); }
-  using cancellation_slot_type = asio::cancellation_slot;
-  cancellation_slot_type get_cancellation_slot() const noexcept { return op->slot(index); }
-
-  void operator()(error_code ec, reply answer) { op->arrive(index, ec, std::move(answer)); }
-};
-
 fanout::fanout(std::shared_ptr<redlock_impl> owner)
-    : owner_(std::move(owner)),
-      signals_(new asio::cancellation_signal[owner_->masters.size()]),
-      in_flight_(owner_->masters.size(), false) {}
+    : owner_(std::move(owner)), requests_(owner_->masters.size()), in_flight_(owner_->masters.size(), false) {}
+
+fanout::~fanout() {
+  if (watched_) owner_->unwatch(watch_);
+}
 
 void fanout::track(std::size_t index) {
   if (!in_flight_[index]) {
@@ -196,14 +187,10 @@ void fanout::track(std::size_t index) {
   }
 }
 
-void fanout::send(std::size_t index, const command& cmd) {
+void fanout::send(std::size_t index, const encoded_command& cmd) {
   track(index);
-  owner_->masters[index]->exec(cmd, answer_handler{shared_from_this(), index});
-}
-
-void fanout::send_eval(std::size_t index, const script& s, const command& tail) {
-  track(index);
-  owner_->masters[index]->eval(s, tail, answer_handler{shared_from_this(), index});
+  requests_[index] =
+      connection_access::send(*owner_->masters[index], cmd, shared_from_this(), index, owner_->shares_executor[index]);
 }
 
 void fanout::arm_deadline() {
@@ -220,18 +207,12 @@ void fanout::expire() {
   abandon_pending();
 }
 
-// Cancellation is emitted on the connection's own executor, as it asks; the
-// abandoned command's reply (if it comes) is read and dropped by the connection.
 void fanout::abandon_pending() {
-  for (std::size_t i = 0; i < in_flight_.size(); ++i) {
-    if (!in_flight_[i]) continue;
-    asio::post(owner_->masters[i]->get_executor(), [self = shared_from_this(), i] {
-      self->signals_[i].emit(asio::cancellation_type::terminal);
-    });
-  }
+  for (std::size_t i = 0; i < in_flight_.size(); ++i)
+    if (in_flight_[i]) connection_access::abandon(*owner_->masters[i], requests_[i]);
 }
 
-void fanout::arrive(std::size_t index, error_code ec, reply answer) {
+void fanout::on_reply(std::size_t index, error_code ec, reply answer) {
   if (!in_flight_[index]) return;
   in_flight_[index] = false;
   --pending_;
@@ -245,15 +226,17 @@ void fanout::arrive(std::size_t index, error_code ec, reply answer) {
 
 // -------------------------------------------------------------- release_fanout
 
-release_fanout::release_fanout(std::shared_ptr<redlock_impl> owner, std::string token, done_handler done)
-    : fanout(std::move(owner)), token_(std::move(token)), done_(std::move(done)) {}
+release_fanout::release_fanout(std::shared_ptr<redlock_impl> owner, std::string token, done_handler done,
+                               bool in_place)
+    : fanout(std::move(owner)), token_(std::move(token)), done_(std::move(done)), in_place_(in_place) {}
 
 void release_fanout::start(std::vector<std::size_t> which) {
   if (which.empty())
     for (std::size_t i = 0; i < owner_->masters.size(); ++i) which.push_back(i);
   asked_ = which.size();
-  auto tail = connection::eval_tail({std::string_view(owner_->key)}, {std::string_view(token_)});
-  for (auto i : which) send_eval(i, release_script(), tail);
+  auto release = encode_eval(release_script(), connection::eval_tail({std::string_view(owner_->key)},
+                                                                    {std::string_view(token_)}));
+  for (auto i : which) send(i, release);
   arm_deadline();
 }
 
@@ -277,7 +260,9 @@ void release_fanout::on_all_answered() {
 }
 
 void release_fanout::complete(error_code ec) {
-  if (done_) dispatch_completion(owner_->executor, std::move(done_), ec, released_);
+  if (!done_) return;
+  if (in_place_) return done_handler(std::move(done_))(ec, released_);
+  dispatch_completion(owner_->executor, std::move(done_), ec, released_);
 }
 
 }  // namespace dlock::redis::detail

@@ -7,10 +7,10 @@
 #include <dlock/redis/detail/redlock_round.hpp>
 #include <dlock/redis/redlock.hpp>
 
+#include "connection_impl.hpp"
 #include "detail/completion.hpp"
 #include "lock_scripts.hpp"
 
-#include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/steady_timer.hpp>
 
 #include <cstdint>
@@ -33,6 +33,8 @@ class redlock_impl : public std::enable_shared_from_this<redlock_impl> {
 
   asio::any_io_executor executor;
   std::vector<std::shared_ptr<connection>> masters;
+  // Per master: it runs on `executor` too, so its answers run in place.
+  std::vector<bool> shares_executor;
   std::vector<std::string> names;  // "host:port", for logs
   std::string key;
   redlock_options options;
@@ -63,7 +65,10 @@ class redlock_impl : public std::enable_shared_from_this<redlock_impl> {
   // One timer for the per-master deadline of every fan-out. They all use the
   // same timeout, so they expire in the order they were armed: the timer is
   // set once per timeout period, not twice per fan-out (a syscall each).
-  using deadline_list = std::list<std::pair<redlock_clock::time_point, std::shared_ptr<fanout>>>;
+  // Weak: pending commands keep a fan-out alive, not its deadline (else a
+  // fan-out and its redlock would keep each other alive if the io_context
+  // stopped before they finished).
+  using deadline_list = std::list<std::pair<redlock_clock::time_point, std::weak_ptr<fanout>>>;
   deadline_list::iterator watch(std::shared_ptr<fanout> op);
   void unwatch(deadline_list::iterator it);
 
@@ -82,29 +87,29 @@ class redlock_impl : public std::enable_shared_from_this<redlock_impl> {
   std::minstd_rand random_;
 };
 
-/// One command (or script) to every master; answers arrive on the redlock's
-/// executor. At the per-master timeout the masters still pending are abandoned:
-/// their handlers run with operation_aborted shortly after.
-class fanout : public std::enable_shared_from_this<fanout> {
+/// One command (or script) to every master, encoded once; answers arrive on
+/// the redlock's executor. At the per-master timeout the masters still
+/// pending are abandoned: their handlers run with operation_aborted shortly
+/// after, and their replies, if they come, are dropped by the connection.
+class fanout : public reply_sink, public std::enable_shared_from_this<fanout> {
  public:
   explicit fanout(std::shared_ptr<redlock_impl> owner);
-  virtual ~fanout() = default;
+  ~fanout() override;
   fanout(const fanout&) = delete;
   fanout& operator=(const fanout&) = delete;
 
-  void arrive(std::size_t index, error_code ec, reply answer);
+  /// A master's answer, on the redlock's executor (see reply_sink).
+  void on_reply(std::size_t index, error_code ec, reply answer) final;
+  const asio::any_io_executor& sink_executor() const noexcept final { return owner_->executor; }
   /// The per-master timeout passed (called by the owner's deadline timer).
   void expire();
-  asio::cancellation_slot slot(std::size_t index) noexcept { return signals_[index].slot(); }
-  const asio::any_io_executor& executor() const noexcept { return owner_->executor; }
 
  protected:
   virtual void on_answer(std::size_t index, error_code ec, reply answer) = 0;
   virtual void on_deadline() {}
   virtual void on_all_answered() {}
 
-  void send(std::size_t index, const command& cmd);
-  void send_eval(std::size_t index, const script& s, const command& tail);
+  void send(std::size_t index, const encoded_command& cmd);
   void arm_deadline();
   void abandon_pending();
   bool deadline_passed() const noexcept { return deadline_passed_; }
@@ -113,10 +118,9 @@ class fanout : public std::enable_shared_from_this<fanout> {
   std::shared_ptr<redlock_impl> owner_;
 
  private:
-  struct answer_handler;
   void track(std::size_t index);
 
-  std::unique_ptr<asio::cancellation_signal[]> signals_;
+  std::vector<std::uint64_t> requests_;  // per master: the last command's id, to abandon it
   std::vector<bool> in_flight_;
   std::size_t pending_ = 0;
   redlock_impl::deadline_list::iterator watch_{};
@@ -132,7 +136,9 @@ class release_fanout final : public fanout {
  public:
   using done_handler = asio::any_completion_handler<void(error_code, std::size_t)>;
   // The handler is taken here: any_completion_handler's assignment is broken in Asio 1.81.
-  release_fanout(std::shared_ptr<redlock_impl> owner, std::string token, done_handler done = {});
+  // `in_place`: `done` runs on the redlock's executor.
+  release_fanout(std::shared_ptr<redlock_impl> owner, std::string token, done_handler done = {},
+                 bool in_place = false);
   void start(std::vector<std::size_t> which = {});
 
  private:
@@ -142,6 +148,7 @@ class release_fanout final : public fanout {
 
   std::string token_;
   done_handler done_;
+  bool in_place_;
   std::size_t released_ = 0, not_ours_ = 0, broken_ = 0, asked_ = 0;
 };
 

@@ -9,15 +9,15 @@ namespace dlock::redis::detail {
 namespace {
 
 // A child is built in place inside its parent's element vector (sized when
-// the array header was read); only top-level replies are heap-allocated.
+// the array header was read); a top-level reply in the parser's own slot
+// (the reader's privdata), from which next() moves it out: hiredis builds
+// one top-level reply at a time. No allocation per reply.
 void* place(const redisReadTask* task, reply&& value) {
-  if (task->parent) {
-    auto* parent = static_cast<reply*>(task->parent->obj);
-    auto& slot = parent->elements()[static_cast<std::size_t>(task->idx)];
-    slot = std::move(value);
-    return &slot;
-  }
-  return new (std::nothrow) reply(std::move(value));
+  reply* slot = task->parent
+                    ? &static_cast<reply*>(task->parent->obj)->elements()[static_cast<std::size_t>(task->idx)]
+                    : static_cast<reply*>(task->privdata);
+  *slot = std::move(value);
+  return slot;
 }
 
 void* create_string(const redisReadTask* task, char* data, std::size_t size) {
@@ -35,7 +35,7 @@ void* create_integer(const redisReadTask* task, long long value) {
   return place(task, reply::make_integer(value));
 }
 void* create_nil(const redisReadTask* task) { return place(task, reply::make_nil()); }
-void free_object(void* object) { delete static_cast<reply*>(object); }  // top level only
+void free_object(void* object) { *static_cast<reply*>(object) = reply(); }  // the top-level slot
 
 redisReplyObjectFunctions functions = {create_string, create_array, create_integer, create_nil,
                                        free_object};
@@ -55,6 +55,7 @@ void reply_parser::reset() {
   if (reader_) redisReaderFree(reader_);
   reader_ = redisReaderCreateWithFunctions(&functions);
   if (!reader_) throw std::bad_alloc();
+  reader_->privdata = &top_;  // (hiredis 0.14's redisReaderSetPrivdata casts it to int)
 }
 
 void reply_parser::feed(const char* data, std::size_t size) { redisReaderFeed(reader_, data, size); }
@@ -63,9 +64,7 @@ reply_parser::result reply_parser::next(reply& out) {
   void* object = nullptr;
   if (redisReaderGetReply(reader_, &object) != REDIS_OK) return result::protocol_error;
   if (!object) return result::none;
-  auto* r = static_cast<reply*>(object);
-  out = std::move(*r);
-  delete r;
+  out = std::move(*static_cast<reply*>(object));
   return result::reply;
 }
 

@@ -27,6 +27,7 @@ class reply_parser {
 
  private:
   redisReader* reader_ = nullptr;
+  reply top_;  // where the reader builds a top-level reply (see place())
 };
 
 /// The redis::error for a server error reply ("NOSCRIPT ...", "WRONGPASS ...").

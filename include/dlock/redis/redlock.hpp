@@ -40,6 +40,7 @@
 #pragma once
 
 #include <dlock/config.hpp>
+#include <dlock/detail/in_place.hpp>
 #include <dlock/error.hpp>
 #include <dlock/lock_loss.hpp>
 #include <dlock/redis/connection.hpp>
@@ -87,14 +88,22 @@ class redlock {
   template <class Token = default_token>
   auto acquire(Token&& token = {}) {
     return asio::async_initiate<Token, void(error_code)>(
-        [this](auto handler) { start_lock(handler0(std::move(handler)), true); }, token);
+        [this](auto handler) {
+          bool in_place = dlock::detail::runs_on(handler, get_executor());
+          start_lock(handler0(std::move(handler)), true, in_place);
+        },
+        token);
   }
 
   /// One attempt, no retries. Same errors as `acquire()`.
   template <class Token = default_token>
   auto try_acquire(Token&& token = {}) {
     return asio::async_initiate<Token, void(error_code)>(
-        [this](auto handler) { start_lock(handler0(std::move(handler)), false); }, token);
+        [this](auto handler) {
+          bool in_place = dlock::detail::runs_on(handler, get_executor());
+          start_lock(handler0(std::move(handler)), false, in_place);
+        },
+        token);
   }
 
   /// Compare-and-delete on all masters at once. Completes as soon as a
@@ -108,7 +117,11 @@ class redlock {
   template <class Token = default_token>
   auto release(Token&& token = {}) {
     return asio::async_initiate<Token, void(error_code, std::size_t)>(
-        [this](auto handler) { start_unlock(handler_count(std::move(handler))); }, token);
+        [this](auto handler) {
+          bool in_place = dlock::detail::runs_on(handler, get_executor());
+          start_unlock(handler_count(std::move(handler)), in_place);
+        },
+        token);
   }
 
   /// Compare-and-PEXPIRE to `ttl` on all masters at once. Succeeds with a
@@ -140,8 +153,9 @@ class redlock {
  private:
   using handler0 = asio::any_completion_handler<void(error_code)>;
   using handler_count = asio::any_completion_handler<void(error_code, std::size_t)>;
-  void start_lock(handler0 handler, bool retry);
-  void start_unlock(handler_count handler);
+  // `in_place`: the handler may run in place when the outcome is known.
+  void start_lock(handler0 handler, bool retry, bool in_place);
+  void start_unlock(handler_count handler, bool in_place);
   void start_extend(std::chrono::milliseconds ttl, handler0 handler);
 
   std::shared_ptr<detail::redlock_impl> impl_;
