@@ -33,8 +33,7 @@ class acquire_attempt final : public fanout {
         round_(owner_->masters.size(), owner_->options.ttl, owner_->options.drift_factor,
                redlock_clock::now()),
         op_(std::move(op)),
-        generation_(owner_->generation),
-        refreshing_(owner_->masters.size(), false) {}
+        generation_(owner_->generation) {}
 
   void start() {
     command set{"SET", owner_->key, owner_->token, "NX", "GET", "PX"};
@@ -65,7 +64,7 @@ class acquire_attempt final : public fanout {
   redlock_round round_;
   std::shared_ptr<lock_op> op_;
   std::uint64_t generation_;
-  std::vector<bool> refreshing_;
+  std::vector<bool> refreshing_;  // sized at the first refresh (rare)
 };
 
 /// One `lock()` or `try_lock()`: attempts, cleanups and pauses until it holds
@@ -167,7 +166,7 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
 
 master_outcome acquire_attempt::classify(std::size_t index, error_code ec, const reply& answer) {
   if (ec) return master_outcome::failed;
-  if (refreshing_[index])  // the answer of the compare-and-PEXPIRE
+  if (!refreshing_.empty() && refreshing_[index])  // the answer of the compare-and-PEXPIRE
     return answer.is_integer() && answer.integer() == 1 ? master_outcome::already_ours
                                                         : master_outcome::taken;
   if (answer.is_nil()) return master_outcome::ok;
@@ -178,6 +177,7 @@ master_outcome acquire_attempt::classify(std::size_t index, error_code ec, const
 void acquire_attempt::on_answer(std::size_t index, error_code ec, reply answer) {
   auto outcome = classify(index, ec, answer);
   if (outcome == master_outcome::pending) {  // our own leftover: refresh its TTL
+    if (refreshing_.empty()) refreshing_.assign(owner_->masters.size(), false);
     refreshing_[index] = true;
     auto ttl = std::to_string(owner_->options.ttl.count());
     auto tail = connection::eval_tail({std::string_view(owner_->key)},
@@ -192,7 +192,7 @@ void acquire_attempt::on_answer(std::size_t index, error_code ec, reply answer) 
   // (same token) has started and might own that key by now.
   if (round_.needs_late_release(index) && owner_->generation == generation_ &&
       owner_->state == hold_state::acquiring)
-    owner_->release_in_background({index});
+    owner_->release_in_background(index);
 }
 
 void acquire_attempt::decided() {
@@ -301,6 +301,10 @@ void redlock::start_unlock(handler_count handler, bool in_place) {
     if (impl->state != detail::hold_state::held && impl->state != detail::hold_state::lost)
       return detail::post_completion(impl->executor, std::move(h),
                                     make_error_code(dlock::error::not_held), std::size_t{0});
+    if (!impl->options.auto_extend) {  // nothing to wait for
+      impl->end_hold();
+      return std::make_shared<detail::release_fanout>(impl, impl->token, std::move(h), in_place)->start();
+    }
     // No extension may land after the release: wait for one in flight.
     impl->end_hold(asio::any_completion_handler<void(error_code)>(
         [impl, h = std::move(h), in_place](error_code) mutable {

@@ -58,7 +58,6 @@ void redlock_impl::lose(error_code why) {
   if (state != hold_state::held) return;
   state = hold_state::lost;
   ++hold_id;
-  validity_timer_.cancel();
   extender_.stop([](error_code) {});
   if (dlock::detail::log_enabled(log_level::warning))
     dlock::detail::log(log_level::warning, "redlock " + key + ": lost (" + why.message() + "); " + last_outcomes);
@@ -66,25 +65,40 @@ void redlock_impl::lose(error_code why) {
   release_in_background();
 }
 
-void redlock_impl::end_hold(asio::any_completion_handler<void(error_code)> then) {
+void redlock_impl::end_hold() {
   state = hold_state::idle;
   ++hold_id;
-  validity_timer_.cancel();
   loss.disarm();
+}
+
+void redlock_impl::end_hold(asio::any_completion_handler<void(error_code)> then) {
+  end_hold();
   extender_.stop(std::move(then));
 }
 
 // The holder is told the moment the validity it was given runs out, whether
 // or not anyone extends it: past that point another client may hold the lock.
+// One timer, re-armed lazily: it wakes at the earliest end it was set for
+// and checks the hold it finds then, so back-to-back holds (and releases)
+// cost no timer update each.
 void redlock_impl::arm_validity_timer() {
-  validity_timer_.expires_at(held_start + held_ttl - redlock_drift(held_ttl, options.drift_factor));
+  auto end = valid_until();
+  if (validity_timer_at_ != redlock_clock::time_point{} && validity_timer_at_ <= end) return;
+  validity_timer_at_ = end;
+  validity_timer_.expires_at(end);
   std::weak_ptr<redlock_impl> weak = weak_from_this();
-  auto id = hold_id;
-  validity_timer_.async_wait([weak, id](error_code ec) {
+  validity_timer_.async_wait([weak](error_code ec) {
     auto self = weak.lock();
-    if (ec || !self || self->hold_id != id) return;
+    if (ec || !self) return;  // gone, or re-armed for an earlier end
+    self->validity_timer_at_ = redlock_clock::time_point{};
+    if (self->state != hold_state::held) return;
+    if (redlock_clock::now() < self->valid_until()) return self->arm_validity_timer();  // a later hold, or extended
     self->lose(make_error_code(dlock::error::lost));
   });
+}
+
+redlock_clock::time_point redlock_impl::valid_until() const noexcept {
+  return held_start + held_ttl - redlock_drift(held_ttl, options.drift_factor);
 }
 
 namespace {
@@ -105,9 +119,7 @@ asio::awaitable<extend_outcome> auto_extend_step(std::weak_ptr<redlock_impl> wea
   auto ttl = self->options.ttl;
   auto [ec] = co_await async_extend(self, ttl, asio::as_tuple(asio::use_awaitable));
   extend_outcome outcome{ec, {}};
-  if (!ec)
-    outcome.valid_until =
-        self->held_start + self->held_ttl - redlock_drift(self->held_ttl, self->options.drift_factor);
+  if (!ec) outcome.valid_until = self->valid_until();
   co_return outcome;
 }
 
@@ -115,24 +127,29 @@ asio::awaitable<extend_outcome> auto_extend_step(std::weak_ptr<redlock_impl> wea
 
 void redlock_impl::start_auto_extend() {
   auto_extend_settings settings{options.ttl, options.extend_fraction, options.max_hold};
-  auto valid_until = held_start + held_ttl - redlock_drift(held_ttl, options.drift_factor);
   std::weak_ptr<redlock_impl> weak = weak_from_this();
-  extender_.start(settings, held_start, valid_until, [weak] { return auto_extend_step(weak); });
+  extender_.start(settings, held_start, valid_until(), [weak] { return auto_extend_step(weak); });
 }
 
-void redlock_impl::release_in_background(std::vector<std::size_t> which) {
-  auto op = std::make_shared<release_fanout>(shared_from_this(), token);
-  op->start(std::move(which));
+void redlock_impl::release_in_background() { std::make_shared<release_fanout>(shared_from_this(), token)->start(); }
+
+void redlock_impl::release_in_background(std::size_t master) {
+  std::make_shared<release_fanout>(shared_from_this(), token)->start(master);
 }
 
 redlock_impl::deadline_list::iterator redlock_impl::watch(std::shared_ptr<fanout> op) {
-  deadlines_.emplace_back(redlock_clock::now() + options.master_timeout, std::move(op));
+  if (spare_deadlines_.empty()) spare_deadlines_.emplace_back();
+  deadlines_.splice(deadlines_.end(), spare_deadlines_, spare_deadlines_.begin());
   auto it = std::prev(deadlines_.end());
+  *it = {redlock_clock::now() + options.master_timeout, std::move(op)};
   arm_deadline_timer();
   return it;
 }
 
-void redlock_impl::unwatch(deadline_list::iterator it) { deadlines_.erase(it); }
+void redlock_impl::unwatch(deadline_list::iterator it) {
+  it->second.reset();
+  spare_deadlines_.splice(spare_deadlines_.end(), deadlines_, it);
+}
 
 // Armed for the oldest watched deadline; if that fan-out finished meanwhile
 // the timer wakes a little early and re-arms for the next one.
@@ -151,7 +168,7 @@ void redlock_impl::on_deadline_timer() {
   auto now = redlock_clock::now();
   while (!deadlines_.empty() && deadlines_.front().first <= now) {
     auto op = deadlines_.front().second.lock();
-    deadlines_.pop_front();
+    unwatch(deadlines_.begin());
     if (op) op->expire();  // may watch new fan-outs (a cleanup, a retry)
   }
   arm_deadline_timer();
@@ -174,22 +191,22 @@ double redlock_impl::random_unit() {
 // ---------------------------------------------------------------------- fanout
 
 fanout::fanout(std::shared_ptr<redlock_impl> owner)
-    : owner_(std::move(owner)), requests_(owner_->masters.size()), in_flight_(owner_->masters.size(), false) {}
+    : owner_(std::move(owner)), masters_(owner_->masters.size()) {}
 
 fanout::~fanout() {
   if (watched_) owner_->unwatch(watch_);
 }
 
 void fanout::track(std::size_t index) {
-  if (!in_flight_[index]) {
-    in_flight_[index] = true;
+  if (!masters_[index].in_flight) {
+    masters_[index].in_flight = true;
     ++pending_;
   }
 }
 
 void fanout::send(std::size_t index, const encoded_command& cmd) {
   track(index);
-  requests_[index] =
+  masters_[index].request =
       connection_access::send(*owner_->masters[index], cmd, shared_from_this(), index, owner_->shares_executor[index]);
 }
 
@@ -208,13 +225,13 @@ void fanout::expire() {
 }
 
 void fanout::abandon_pending() {
-  for (std::size_t i = 0; i < in_flight_.size(); ++i)
-    if (in_flight_[i]) connection_access::abandon(*owner_->masters[i], requests_[i]);
+  for (std::size_t i = 0; i < masters_.size(); ++i)
+    if (masters_[i].in_flight) connection_access::abandon(*owner_->masters[i], masters_[i].request);
 }
 
 void fanout::on_reply(std::size_t index, error_code ec, reply answer) {
-  if (!in_flight_[index]) return;
-  in_flight_[index] = false;
+  if (!masters_[index].in_flight) return;
+  masters_[index].in_flight = false;
   --pending_;
   on_answer(index, ec, std::move(answer));  // may send a follow-up to the same master
   if (pending_ == 0) {
@@ -230,13 +247,18 @@ release_fanout::release_fanout(std::shared_ptr<redlock_impl> owner, std::string 
                                bool in_place)
     : fanout(std::move(owner)), token_(std::move(token)), done_(std::move(done)), in_place_(in_place) {}
 
-void release_fanout::start(std::vector<std::size_t> which) {
-  if (which.empty())
-    for (std::size_t i = 0; i < owner_->masters.size(); ++i) which.push_back(i);
-  asked_ = which.size();
+void release_fanout::start() {
+  asked_ = owner_->masters.size();
   auto release = encode_eval(release_script(), connection::eval_tail({std::string_view(owner_->key)},
                                                                     {std::string_view(token_)}));
-  for (auto i : which) send(i, release);
+  for (std::size_t i = 0; i < asked_; ++i) send(i, release);
+  arm_deadline();
+}
+
+void release_fanout::start(std::size_t master) {
+  asked_ = 1;
+  send(master, encode_eval(release_script(), connection::eval_tail({std::string_view(owner_->key)},
+                                                                   {std::string_view(token_)})));
   arm_deadline();
 }
 

@@ -49,6 +49,8 @@ class redlock_impl : public std::enable_shared_from_this<redlock_impl> {
   std::string last_outcomes;
 
   std::chrono::milliseconds validity(redlock_clock::time_point now) const noexcept;
+  /// When the current hold's validity ends.
+  redlock_clock::time_point valid_until() const noexcept;
   /// A round (acquire) succeeded: the lock is held from `start` for `ttl`.
   void begin_hold(redlock_clock::time_point start, std::chrono::milliseconds ttl);
   /// An extension succeeded.
@@ -57,8 +59,11 @@ class redlock_impl : public std::enable_shared_from_this<redlock_impl> {
   void lose(error_code why);
   /// The hold ends by `unlock()`; `then` runs once no extension is in flight.
   void end_hold(asio::any_completion_handler<void(error_code)> then);
-  /// Compare-and-delete on every master, on handlers that ignore any caller's cancellation.
-  void release_in_background(std::vector<std::size_t> which = {});
+  /// The same without auto-extension: nothing to wait for.
+  void end_hold();
+  /// Compare-and-delete on every master (or on one), on handlers that ignore any caller's cancellation.
+  void release_in_background();
+  void release_in_background(std::size_t master);
   void note_outcomes(const redlock_round& round);
   double random_unit();
 
@@ -77,12 +82,14 @@ class redlock_impl : public std::enable_shared_from_this<redlock_impl> {
   void on_deadline_timer();
 
   deadline_list deadlines_;
+  deadline_list spare_deadlines_;  // nodes kept for reuse (spliced, not allocated)
   asio::steady_timer deadline_timer_;
   bool deadline_timer_armed_ = false;
   void arm_validity_timer();
   void start_auto_extend();
 
   asio::steady_timer validity_timer_;
+  redlock_clock::time_point validity_timer_at_{};  // its pending expiry; zero when idle
   auto_extender extender_;  // the shared driver (also used by redis::lock)
   std::minstd_rand random_;
 };
@@ -120,8 +127,11 @@ class fanout : public reply_sink, public std::enable_shared_from_this<fanout> {
  private:
   void track(std::size_t index);
 
-  std::vector<std::uint64_t> requests_;  // per master: the last command's id, to abandon it
-  std::vector<bool> in_flight_;
+  struct master_state {
+    std::uint64_t request = 0;  // the last command's id, to abandon it
+    bool in_flight = false;
+  };
+  std::vector<master_state> masters_;
   std::size_t pending_ = 0;
   redlock_impl::deadline_list::iterator watch_{};
   bool watched_ = false;
@@ -139,7 +149,8 @@ class release_fanout final : public fanout {
   // `in_place`: `done` runs on the redlock's executor.
   release_fanout(std::shared_ptr<redlock_impl> owner, std::string token, done_handler done = {},
                  bool in_place = false);
-  void start(std::vector<std::size_t> which = {});
+  void start();                     // every master
+  void start(std::size_t master);  // one
 
  private:
   void on_answer(std::size_t index, error_code ec, reply answer) override;

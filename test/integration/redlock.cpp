@@ -54,7 +54,7 @@ asio::awaitable<void> lock_unlock_cycle(asio::any_io_executor ex) {
 
   auto unlock_a = a.release(tuple_token);
   auto [ec_u, released] = co_await std::move(unlock_a);
-  BOOST_CHECK(!ec_u);
+  BOOST_CHECK_MESSAGE(!ec_u, ec_u.message() + "; " + a.last_outcomes());
   BOOST_CHECK_GE(released, 3u);  // completes at the majority; the rest follow
   BOOST_CHECK(!a.held());
   BOOST_CHECK(a.validity() == 0ms);
@@ -119,7 +119,7 @@ asio::awaitable<void> wire_compatibility(asio::any_io_executor ex) {
   BOOST_CHECK(a.validity() > 10000ms);
   auto unlock_a = a.release(tuple_token);
   auto [ec_u, released] = co_await std::move(unlock_a);
-  BOOST_CHECK(!ec_u);
+  BOOST_CHECK_MESSAGE(!ec_u, ec_u.message() + "; " + a.last_outcomes());
   BOOST_CHECK_GE(released, 3u);
   for (std::size_t i = 0; i < 5; ++i) {
     bool gone = co_await key_gone_eventually(i, key);
@@ -159,7 +159,7 @@ asio::awaitable<void> single_master(asio::any_io_executor ex) {
   BOOST_CHECK(ec_b == dlock::error::taken);
   auto unlock_a = a.release(tuple_token);
   auto [ec_u, released] = co_await std::move(unlock_a);
-  BOOST_CHECK(!ec_u);
+  BOOST_CHECK_MESSAGE(!ec_u, ec_u.message() + "; " + a.last_outcomes());
   BOOST_CHECK_EQUAL(released, 1u);
   close_all(masters);
 }
@@ -183,7 +183,7 @@ asio::awaitable<void> auto_extension_keeps_it(asio::any_io_executor ex) {
   for (std::size_t i = 0; i < 5; ++i) BOOST_CHECK_EQUAL(get_key(i, key), a.token());
   auto unlock_a = a.release(tuple_token);
   auto [ec_u, released] = co_await std::move(unlock_a);
-  BOOST_CHECK(!ec_u);
+  BOOST_CHECK_MESSAGE(!ec_u, ec_u.message() + "; " + a.last_outcomes());
   BOOST_CHECK_GE(released, 3u);
   // No extension outlives unlock(): the keys stay gone.
   co_await sleep_for(800ms);
