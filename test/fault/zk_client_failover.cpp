@@ -14,6 +14,8 @@
 
 using namespace dlock;
 using dlock::test::run_coroutine;
+using dlock::test::wait_for_any_state;
+using dlock::test::wait_for_event;
 using dlock::test::wait_for_state;
 using zk::create_mode;
 using zk::session_state;
@@ -85,7 +87,7 @@ asio::awaitable<void> kill_connected_member(zk::client& c, zk::client& other, st
 
   // The watch armed before the failure still fires.
   co_await other.create(base + "/flag", "", create_mode::ephemeral);
-  auto [e1, event] = co_await pending.wait(tuple);
+  auto [e1, event] = co_await wait_for_event(pending, base + "/flag");
   BOOST_TEST(!e1, e1.message());
   BOOST_TEST((event.type == zk::watch_event_type::created));
   co_await other.close();
@@ -99,7 +101,8 @@ asio::awaitable<void> all_members_down(zk::client& c) {
   auto timeout = c.negotiated_session_timeout();
   BOOST_TEST_MESSAGE("negotiated session timeout " << timeout.count() << " ms");
   zk::watch pending;
-  co_await c.exists("/" + dlock::test::unique_name("zkc-down"), pending);
+  auto never = "/" + dlock::test::unique_name("zkc-down");
+  co_await c.exists(never, pending);
 
   restart_all_guard guard{{"zk1", "zk2", "zk3"}};
   for (auto& name : guard.names) dlock::test::server_action("kill", name);
@@ -111,11 +114,11 @@ asio::awaitable<void> all_members_down(zk::client& c) {
 
   restart_together(guard.names);
   // A session again: the old one if the servers kept it, else a fresh one; the state says which.
-  while (c.state() != session_state::connected && c.state() != session_state::reconnected) {
-    auto [ec, s] = co_await c.wait_state_change(tuple);
-    BOOST_TEST_MESSAGE("state " << zk::to_string(s));
-    BOOST_REQUIRE(!ec);
-  }
+  std::vector<session_state> with_session;  // not a braced argument: g++ 12 rejects one inside a coroutine
+  with_session.push_back(session_state::connected);
+  with_session.push_back(session_state::reconnected);
+  auto again = co_await wait_for_any_state(c, std::move(with_session));
+  BOOST_REQUIRE((again == session_state::connected || again == session_state::reconnected));
   if (c.state() == session_state::reconnected) {
     BOOST_TEST_MESSAGE("the servers kept the old session");
     BOOST_TEST(c.session_id() == id);
@@ -123,8 +126,8 @@ asio::awaitable<void> all_members_down(zk::client& c) {
     BOOST_TEST_MESSAGE("a fresh session");
     BOOST_TEST(c.session_id() != id);
     BOOST_TEST(c.stats().sessions_opened == 2u);
-    auto [ew, ev] = co_await pending.wait(tuple);
-    BOOST_TEST((ew == zk::error::session_expired));
+    auto [ew, ev] = co_await wait_for_event(pending, never);
+    BOOST_TEST((ew == zk::error::session_expired), ew.message());
   }
   auto [e, st] = co_await c.exists("/", tuple);  // and it works
   BOOST_TEST(!e, e.message());
@@ -153,7 +156,7 @@ asio::awaitable<void> forced_expiry(zk::client& c, std::string hosts, std::strin
   auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - closed_at);
   BOOST_TEST_MESSAGE("lost " << waited.count() << " ms after the forced close (session timeout "
                              << c.negotiated_session_timeout().count() << " ms)");
-  auto [ew, ev] = co_await pending.wait(tuple);
+  auto [ew, ev] = co_await wait_for_event(pending, base + "-never");
   BOOST_TEST((ew == zk::error::session_expired), ew.message() << " " << zk::to_string(ev.type));
 
   // reopen_on_expiry (the default): a fresh session follows, and says so.
