@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <future>
 #include <set>
+#include <stdexcept>
 #include <thread>
 
 using namespace dlock;
@@ -377,6 +378,14 @@ asio::awaitable<void> close_across_a_dropped_probe(std::string node) {
   co_await observer.close();
 }
 
+// A check that throws out of a test coroutine, before its close, with the
+// client owned by the test case: run_coroutine must report the failure, not
+// keep running the io_context the open session keeps busy.
+asio::awaitable<void> connect_then_throw(zk::client& c) {
+  co_await c.connect();
+  throw std::runtime_error("a failed check");
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(zk_client)
@@ -396,6 +405,12 @@ BOOST_AUTO_TEST_CASE(invalid_paths_are_rejected_locally) {
 BOOST_AUTO_TEST_CASE(a_close_whose_probe_loses_its_connection_still_ends_the_session) {
   asio::io_context io;
   run_coroutine(io, close_across_a_dropped_probe(base_path("close-probe")));
+}
+
+BOOST_AUTO_TEST_CASE(a_coroutine_that_throws_before_closing_its_client_is_reported_not_hung) {
+  asio::io_context io;
+  zk::client c(io.get_executor(), dlock::test::zk_options(dlock::test::zk_hosts()));
+  BOOST_CHECK_THROW(run_coroutine(io, connect_then_throw(c)), std::runtime_error);
 }
 
 BOOST_AUTO_TEST_CASE(operations_before_connect_and_after_close) {

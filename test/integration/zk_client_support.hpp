@@ -24,8 +24,19 @@
 
 namespace dlock::test {
 
-/// Runs `coroutine` (a named coroutine's awaitable) to completion on a fresh
-/// io_context and rethrows what it threw.
+/// How long a test waits for a state or an event before it fails: far beyond
+/// any session timeout the tests use, short of the harness's own timeout, so a
+/// hang becomes a failure that says what was awaited.
+inline constexpr std::chrono::seconds patience{60};
+
+/// Runs `coroutine` (a named coroutine's awaitable) to completion on `io`
+/// and rethrows what it threw.
+///
+/// The io_context is run until the coroutine finishes, not until it runs out
+/// of work: a client the test case owns keeps it busy with heartbeats for as
+/// long as its session lives, so after a failed check threw out of the
+/// coroutine (before its close), io.run() would never return. What is left
+/// after a success (closes completing, background work) gets `patience`.
 inline void run_coroutine(asio::io_context& io, asio::awaitable<void> coroutine) {
   std::exception_ptr failure;
   bool finished = false;
@@ -33,9 +44,15 @@ inline void run_coroutine(asio::io_context& io, asio::awaitable<void> coroutine)
     failure = e;
     finished = true;
   });
-  io.run();
+  while (!finished && io.run_one()) {
+  }
   BOOST_REQUIRE(finished);
   if (failure) std::rethrow_exception(failure);
+  io.run_for(patience);
+  if (!io.stopped()) {
+    BOOST_ERROR("work left on the io_context " << patience.count() << " s after the test coroutine finished");
+    io.stop();
+  }
 }
 
 inline zk::options zk_options(std::string hosts, std::chrono::milliseconds session_timeout = std::chrono::seconds(10)) {
@@ -44,11 +61,6 @@ inline zk::options zk_options(std::string hosts, std::chrono::milliseconds sessi
   o.session_timeout = session_timeout;
   return o;
 }
-
-/// How long a test waits for a state or an event before it fails: far beyond
-/// any session timeout the tests use, short of the harness's own timeout, so a
-/// hang becomes a failure that says what was awaited.
-inline constexpr std::chrono::seconds patience{60};
 
 /// Waits until the client reports one of `wanted` (or `closed`, after which
 /// none can come), for at most `limit`; returns the state that ended the wait.
