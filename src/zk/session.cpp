@@ -105,6 +105,8 @@ void session::connect(pending_ptr<> op) {
   auto s = fsm_.state;
   if (s == session_state::connected || s == session_state::reconnected) return op->complete({});
   if (auth_failed_) return op->complete(make_error_code(error::auth_failed));
+  if (!zh_ && s == session_state::lost && !options_.reopen_on_expiry)
+    return op->complete(make_error_code(error::session_expired));  // it stays lost until closed
   if (!zh_ && !fsm_.ever_connected) {
     error_code ec;
     if (!open_handle(ec)) return op->complete(ec);
@@ -400,7 +402,10 @@ void session::on_handle_dead() {
     error_code ec;
     if (open_handle(ec)) step();
     else complete_connect_waiters(ec);
+    return;
   }
+  // Nothing is reopened: a connect() waiting for a session would only time out.
+  if (!auth_failed_) complete_connect_waiters(make_error_code(error::session_expired));
 }
 
 // Stops the driver and closes the zhandle (outstanding completions run with

@@ -378,6 +378,31 @@ asio::awaitable<void> close_across_a_dropped_probe(std::string node) {
   co_await observer.close();
 }
 
+// Resuming a session that has ended, without reopen_on_expiry: nothing more
+// will come, so connect() fails with session_expired at once instead of
+// waiting out connect_timeout, and so does a later connect().
+asio::awaitable<void> resume_an_ended_session() {
+  auto executor = co_await asio::this_coro::executor;
+  zk::client first(executor, dlock::test::zk_options(dlock::test::zk_hosts()));
+  co_await first.connect();
+  auto same = dlock::test::zk_options(dlock::test::zk_hosts());
+  same.session_id = first.session_id();
+  same.session_password = first.session_password();
+  same.reopen_on_expiry = false;
+  co_await first.close();  // answered by the server: the session is gone
+
+  zk::client late(executor, same);
+  auto started = std::chrono::steady_clock::now();
+  auto [e1] = co_await late.connect(tuple);
+  auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
+  BOOST_TEST((e1 == zk::error::session_expired), e1.message());
+  BOOST_TEST(took < same.connect_timeout / 2, "connect took " << took.count() << " ms");
+  BOOST_TEST((late.state() == session_state::lost));
+  auto [e2] = co_await late.connect(tuple);
+  BOOST_TEST((e2 == zk::error::session_expired), e2.message());
+  co_await late.close();
+}
+
 // A check that throws out of a test coroutine, before its close, with the
 // client owned by the test case: run_coroutine must report the failure, not
 // keep running the io_context the open session keeps busy.
@@ -405,6 +430,11 @@ BOOST_AUTO_TEST_CASE(invalid_paths_are_rejected_locally) {
 BOOST_AUTO_TEST_CASE(a_close_whose_probe_loses_its_connection_still_ends_the_session) {
   asio::io_context io;
   run_coroutine(io, close_across_a_dropped_probe(base_path("close-probe")));
+}
+
+BOOST_AUTO_TEST_CASE(resuming_an_ended_session_fails_at_once_without_reopen) {
+  asio::io_context io;
+  run_coroutine(io, resume_an_ended_session());
 }
 
 BOOST_AUTO_TEST_CASE(a_coroutine_that_throws_before_closing_its_client_is_reported_not_hung) {
