@@ -105,6 +105,8 @@ void session::connect(pending_ptr<> op) {
   auto s = fsm_.state;
   if (s == session_state::connected || s == session_state::reconnected) return op->complete({});
   if (auth_failed_) return op->complete(make_error_code(error::auth_failed));
+  if (!zh_ && s == session_state::lost && !options_.reopen_on_expiry)
+    return op->complete(make_error_code(error::session_expired));  // it stays lost until closed
   if (!zh_ && !fsm_.ever_connected) {
     error_code ec;
     if (!open_handle(ec)) return op->complete(ec);
@@ -208,6 +210,8 @@ void session::drain(int events) {
 // What C callbacks could only record: work that calls back into the C client.
 void session::after_c_calls() {
   if (handle_dead_ && zh_) on_handle_dead();
+  if (reprobe_when_connected_ && zh_ && close_phase_ == close_phase::probing && zoo_state(zh_) == ZOO_CONNECTED_STATE)
+    send_close_probe();
   if (!removals_.empty() && zh_) {
     auto removals = std::move(removals_);
     removals_.clear();
@@ -398,7 +402,10 @@ void session::on_handle_dead() {
     error_code ec;
     if (open_handle(ec)) step();
     else complete_connect_waiters(ec);
+    return;
   }
+  // Nothing is reopened: a connect() waiting for a session would only time out.
+  if (!auth_failed_) complete_connect_waiters(make_error_code(error::session_expired));
 }
 
 // Stops the driver and closes the zhandle (outstanding completions run with
@@ -436,7 +443,9 @@ void session::remove_watch_later(std::shared_ptr<watch_state> w) { removals_.pus
 
 // zookeeper_close (ST) sends CLOSE and then blocks in poll() up to 3 s + 1.5 s
 // waiting for the server. So it is only let to send CLOSE when a server just
-// answered a probe (the wait is then one round trip); otherwise the socket is
+// answered a probe (the wait is then one round trip; a probe whose connection
+// dropped is sent again once the C client reconnects, within the same limit,
+// so a blip does not leave the session to expire); otherwise the socket is
 // shut down first, the send fails at once, nothing blocks, and the servers
 // expire the session (and its ephemerals) after the session timeout.
 void session::close(pending_ptr<> op) {
@@ -447,14 +456,9 @@ void session::close(pending_ptr<> op) {
   lost_timer_.cancel();
   complete_connect_waiters(make_error_code(dlock::error::closed));
   if (!zh_ || zoo_state(zh_) != ZOO_CONNECTED_STATE) return finish_close(false);
-  int rc;
-  {
-    c_call_guard guard;
-    rc = zoo_aexists(zh_, "/", 0, &session::on_close_probe, this);
-  }
-  if (rc != ZOK) return finish_close(false);
-  request_sent();
   close_phase_ = close_phase::probing;
+  send_close_probe();
+  if (close_phase_ != close_phase::probing) return;
   auto limit = std::min<milliseconds>(milliseconds(1000), negotiated_timeout() / 3);
   close_timer_.expires_after(limit);
   close_timer_.async_wait([self = shared_from_this()](error_code ec) {
@@ -462,9 +466,29 @@ void session::close(pending_ptr<> op) {
   });
 }
 
+void session::send_close_probe() {
+  reprobe_when_connected_ = false;
+  int rc;
+  {
+    c_call_guard guard;
+    rc = zoo_aexists(zh_, "/", 0, &session::on_close_probe, this);
+  }
+  if (rc != ZOK) return finish_close(false);
+  request_sent();
+}
+
 void session::on_close_probe(int rc, const Stat*, const void* context) {
   auto* self = const_cast<session*>(static_cast<const session*>(context));
-  if (rc != ZOK || self->close_phase_ != close_phase::probing) return;
+  if (self->close_phase_ != close_phase::probing) return;
+  // The connection dropped under the probe. The C client reconnects at once
+  // (another member, or the same after a blip): a server that answers again
+  // within the close's limit can still end the session, and its ephemerals,
+  // now rather than a session timeout later.
+  if (rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT) {
+    self->reprobe_when_connected_ = true;
+    return;
+  }
+  if (rc != ZOK) return;
   asio::post(self->strand_, [s = self->shared_from_this()] { s->finish_close(true); });
 }
 

@@ -84,6 +84,7 @@ class session : public std::enable_shared_from_this<session> {
   void release_handle(error_code watch_error);
   void set_state_changed();
   void start_lost_timer();
+  void send_close_probe();
   void finish_close(bool polite);
   void complete_connect_waiters(error_code ec);
 
@@ -120,6 +121,7 @@ class session : public std::enable_shared_from_this<session> {
   std::vector<std::string> orphans_;                                // created by cancelled creates
 
   enum class close_phase { open, probing, done } close_phase_ = close_phase::open;
+  bool reprobe_when_connected_ = false;  // the probe's connection dropped: probe again once reconnected
   asio::steady_timer close_timer_;
 
   std::atomic<bool> closing_{false};

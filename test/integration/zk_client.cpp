@@ -1,6 +1,7 @@
 // dlock::zk::client against a real ZooKeeper (DLOCK_ZK_HOSTS): every
 // operation's success and error paths, watches, cancellation, pipelining,
 // completion tokens and threads.
+#include "common/zk_cutting_proxy.hpp"
 #include "integration/zk_client_support.hpp"
 
 #include <dlock/error.hpp>
@@ -17,8 +18,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <cstdint>
 #include <future>
 #include <set>
+#include <stdexcept>
 #include <thread>
 
 using namespace dlock;
@@ -344,6 +348,69 @@ asio::awaitable<void> pipelined(zk::client& c, std::string base, std::size_t cou
   co_await cleaner.close();
 }
 
+// close() sends CLOSE only once a server answered its probe. When the probe's
+// connection drops and the client reconnects within close's limit, the CLOSE
+// must still go out: the session and its ephemerals end at once, not a session
+// timeout later (a twin handle forcing an expiry relies on this too).
+asio::awaitable<void> close_across_a_dropped_probe(std::string node) {
+  auto executor = co_await asio::this_coro::executor;
+  std::string server = dlock::test::zk_hosts();
+  auto colon = server.rfind(':');
+  dlock::test::zk_cutting_proxy proxy({asio::ip::make_address(server.substr(0, colon)),
+                                       static_cast<std::uint16_t>(std::stoi(server.substr(colon + 1)))});
+  zk::client c(executor, dlock::test::zk_options(proxy.address(), std::chrono::seconds(10)));
+  zk::client observer(executor, dlock::test::zk_options(server));
+  co_await c.connect();
+  co_await observer.connect();
+  co_await c.create(node, "", create_mode::ephemeral);
+
+  proxy.cut_after(3 /* ZooKeeper's OpCode.exists: close's probe */, std::chrono::milliseconds(0));
+  auto started = std::chrono::steady_clock::now();
+  co_await c.close();
+  auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
+  BOOST_TEST_MESSAGE("close took " << took.count() << " ms");
+  BOOST_TEST(proxy.cuts() == 1);
+  BOOST_TEST(c.stats().reconnections == 1u, "the client reconnected while closing");
+
+  auto [e, st] = co_await observer.exists(node, tuple);
+  BOOST_TEST(!e, e.message());
+  BOOST_TEST(!st.has_value(), "the closed session's ephemeral outlived the close");
+  co_await observer.close();
+}
+
+// Resuming a session that has ended, without reopen_on_expiry: nothing more
+// will come, so connect() fails with session_expired at once instead of
+// waiting out connect_timeout, and so does a later connect().
+asio::awaitable<void> resume_an_ended_session() {
+  auto executor = co_await asio::this_coro::executor;
+  zk::client first(executor, dlock::test::zk_options(dlock::test::zk_hosts()));
+  co_await first.connect();
+  auto same = dlock::test::zk_options(dlock::test::zk_hosts());
+  same.session_id = first.session_id();
+  same.session_password = first.session_password();
+  same.reopen_on_expiry = false;
+  co_await first.close();  // answered by the server: the session is gone
+
+  zk::client late(executor, same);
+  auto started = std::chrono::steady_clock::now();
+  auto [e1] = co_await late.connect(tuple);
+  auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
+  BOOST_TEST((e1 == zk::error::session_expired), e1.message());
+  BOOST_TEST(took < same.connect_timeout / 2, "connect took " << took.count() << " ms");
+  BOOST_TEST((late.state() == session_state::lost));
+  auto [e2] = co_await late.connect(tuple);
+  BOOST_TEST((e2 == zk::error::session_expired), e2.message());
+  co_await late.close();
+}
+
+// A check that throws out of a test coroutine, before its close, with the
+// client owned by the test case: run_coroutine must report the failure, not
+// keep running the io_context the open session keeps busy.
+asio::awaitable<void> connect_then_throw(zk::client& c) {
+  co_await c.connect();
+  throw std::runtime_error("a failed check");
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(zk_client)
@@ -358,6 +425,22 @@ BOOST_AUTO_TEST_CASE(invalid_paths_are_rejected_locally) {
   asio::io_context io;
   zk::client c(io.get_executor(), dlock::test::zk_options(dlock::test::zk_hosts()));
   run_coroutine(io, invalid_paths(c));
+}
+
+BOOST_AUTO_TEST_CASE(a_close_whose_probe_loses_its_connection_still_ends_the_session) {
+  asio::io_context io;
+  run_coroutine(io, close_across_a_dropped_probe(base_path("close-probe")));
+}
+
+BOOST_AUTO_TEST_CASE(resuming_an_ended_session_fails_at_once_without_reopen) {
+  asio::io_context io;
+  run_coroutine(io, resume_an_ended_session());
+}
+
+BOOST_AUTO_TEST_CASE(a_coroutine_that_throws_before_closing_its_client_is_reported_not_hung) {
+  asio::io_context io;
+  zk::client c(io.get_executor(), dlock::test::zk_options(dlock::test::zk_hosts()));
+  BOOST_CHECK_THROW(run_coroutine(io, connect_then_throw(c)), std::runtime_error);
 }
 
 BOOST_AUTO_TEST_CASE(operations_before_connect_and_after_close) {
