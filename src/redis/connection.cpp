@@ -252,23 +252,10 @@ void connection_impl::recycle(request_ptr r) {
 }
 
 request_ptr connection_impl::make_request() {
-  request_ptr r;
-  if (spare_.empty()) {
-    r = std::make_shared<request>();
-  } else {
-    r = std::move(spare_.back());
-    spare_.pop_back();
-  }
-  r->id = next_request_id();
+  if (spare_.empty()) return std::make_shared<request>();
+  request_ptr r = std::move(spare_.back());
+  spare_.pop_back();
   return r;
-}
-
-void connection_impl::abandon(std::uint64_t id) {
-  queue_.visit([&](const request_ptr& r) {
-    if (r->id != id) return true;
-    if (r->live()) finish(*r, asio::error::operation_aborted, reply(), completion::post);
-    return false;
-  });
 }
 
 // `post` wherever the caller may be inside an initiating function or walking
@@ -590,30 +577,28 @@ encoded_command encode_eval(const script& s, const command& tail) {
   return {std::move(wire.first), s.shared(), wire.second};
 }
 
-std::uint64_t connection_access::send(connection& c, const encoded_command& cmd, std::shared_ptr<reply_sink> sink,
-                                      std::size_t index, bool on_executor) {
+request_handle connection_access::send(connection& c, const encoded_command& cmd, std::shared_ptr<reply_sink> sink,
+                                       std::size_t index, bool on_executor) {
   auto& impl = *c.impl_;
-  request_ptr r;
-  if (on_executor) {
-    r = impl.make_request();
-  } else {
-    r = std::make_shared<request>();
-    r->id = impl.next_request_id();
-  }
+  request_ptr r = on_executor ? impl.make_request() : std::make_shared<request>();
   r->in_place = on_executor;
   r->wire = cmd.wire;
   r->script = cmd.script;
   r->tail_offset = cmd.tail_offset;
   r->sink = std::move(sink);
   r->sink_index = index;
-  auto id = r->id;
+  request_handle handle{r, r->generation};
   if (on_executor) impl.enqueue(std::move(r));
   else asio::dispatch(impl.executor(), [impl = c.impl_, r = std::move(r)]() mutable { impl->enqueue(std::move(r)); });
-  return id;
+  return handle;
 }
 
-void connection_access::abandon(connection& c, std::uint64_t id) {
-  asio::dispatch(c.impl_->executor(), [impl = c.impl_, id] { impl->abandon(id); });
+void connection_access::abandon(connection& c, request_handle handle) {
+  asio::dispatch(c.impl_->executor(), [impl = c.impl_, handle = std::move(handle)] {
+    auto r = handle.sent.lock();
+    if (r && r->generation == handle.generation && r->live())
+      impl->finish(*r, asio::error::operation_aborted, reply(), connection_impl::completion::post);
+  });
 }
 
 void connection_access::exec(connection& c, command cmd, handler_type handler) {
@@ -678,7 +663,6 @@ void connection::start_wait(connection_state target, handler_type0 handler) {
 void connection::start_exec(std::string wire, std::shared_ptr<const script::data> fallback,
                             std::size_t tail_offset, handler_type handler, bool in_place) {
   auto r = std::make_shared<detail::request>();
-  r->id = impl_->next_request_id();
   r->in_place = in_place;
   r->wire = std::move(wire);
   r->script = std::move(fallback);

@@ -13,7 +13,6 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include <array>
-#include <atomic>
 #include <chrono>
 #include <list>
 #include <memory>
@@ -61,12 +60,17 @@ struct request {
   // whose executor is the connection's (see dlock::detail::runs_on), or a
   // continuation of dlock's own locks, which completes onward itself.
   bool in_place = false;
-  std::uint64_t id = 0;          // unique on its connection (see connection_access::abandon)
   std::uint32_t generation = 0;  // bumped when reused: a late cancellation of its last use is ignored
 
   bool live() const noexcept { return handler || sink; }
 };
 using request_ptr = std::shared_ptr<request>;
+
+// A request as it was when sent: it may since have completed and been reused.
+struct request_handle {
+  std::weak_ptr<detail::request> sent;
+  std::uint32_t generation = 0;
+};
 
 // A command already encoded, for sending one command to many connections.
 struct encoded_command {
@@ -86,12 +90,12 @@ struct connection_access {
   // For Redlock's fan-outs, which abandon commands themselves (no
   // cancellation slot). `on_executor`: the caller runs on the connection's
   // executor and so does the sink, which then gets replies in place. Returns
-  // the request's id, for abandon().
-  static std::uint64_t send(connection& c, const encoded_command& cmd, std::shared_ptr<reply_sink> sink,
-                            std::size_t index, bool on_executor);
+  // a handle for abandon().
+  static request_handle send(connection& c, const encoded_command& cmd, std::shared_ptr<reply_sink> sink,
+                             std::size_t index, bool on_executor);
   // The request gets operation_aborted unless it has completed; the reply,
   // if it comes, is read and dropped.
-  static void abandon(connection& c, std::uint64_t id);
+  static void abandon(connection& c, request_handle r);
 };
 
 class connection_impl : public std::enable_shared_from_this<connection_impl> {
@@ -108,7 +112,6 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   void enqueue(request_ptr r);
   // On the executor: a request from the spares (its buffers reused), or new.
   request_ptr make_request();
-  std::uint64_t next_request_id() noexcept { return next_request_id_.fetch_add(1, std::memory_order_relaxed) + 1; }
   void bind_cancellation(const request_ptr& r);  // any thread, at initiation
   void connect(handler_type0 handler);
   void wait_for(connection_state target, handler_type0 handler);
@@ -142,7 +145,6 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   void finish(request& r, error_code ec, reply value, completion how, bool from_slot = false);
   void deliver_to_sink(request& r, error_code ec, reply value, completion how);
   void recycle(request_ptr r);
-  void abandon(std::uint64_t id);
   void lose(error_code why);
   void arm_deadline_timer();
   void check_deadlines();
@@ -168,7 +170,6 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   request_queue<request_ptr> queue_;
   std::vector<request_ptr> batch_;
   std::vector<request_ptr> spare_;  // answered requests, kept for reuse
-  std::atomic<std::uint64_t> next_request_id_{0};
   std::string out_;  // the bytes of the write in flight
   std::size_t out_written_ = 0;
   std::array<char, 16384> in_{};

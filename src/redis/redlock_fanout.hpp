@@ -128,7 +128,7 @@ class fanout : public reply_sink, public std::enable_shared_from_this<fanout> {
   void track(std::size_t index);
 
   struct master_state {
-    std::uint64_t request = 0;  // the last command's id, to abandon it
+    request_handle request;  // the last command sent, to abandon it
     bool in_flight = false;
   };
   std::vector<master_state> masters_;
