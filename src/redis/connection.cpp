@@ -89,7 +89,12 @@ void connection_impl::enqueue(request_ptr r) {
     refuse = error::not_connected;
   if (refuse) return finish(*r, refuse, reply(), completion::post);
 
-  if (opts_.command_timeout.count() > 0) r->deadline = clock::now() + opts_.command_timeout;
+  if (opts_.command_timeout.count() > 0) {
+    // While replies are handed out, the continuations' commands share the
+    // read's clock reading (a deadline a little early, never late).
+    auto now = dispatching_replies_ ? read_at_ : clock::now();
+    r->deadline = now + opts_.command_timeout;
+  }
   queue_.push(std::move(r));
   schedule_write();
 }
@@ -190,6 +195,7 @@ void connection_impl::on_read(std::uint64_t session, error_code ec, std::size_t 
   if (session != session_ || !session_open_) return;
   if (ec) return lose(error::connection_lost);
   parser_.feed(in_.data(), n);
+  if (opts_.command_timeout.count() > 0) read_at_ = clock::now();
   dispatching_replies_ = true;
   error_code broken = dispatch_replies(session);
   dispatching_replies_ = false;

@@ -186,6 +186,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   // Set while on_read hands out replies: commands their continuations issue
   // wait for the end of the read and leave together in one write.
   bool dispatching_replies_ = false;
+  clock::time_point read_at_{};  // when that read completed
   bool write_wanted_ = false;
   bool running_ = false;
   bool closed_ = false;
