@@ -80,6 +80,25 @@ void close_all(asio::io_context& io, asio::io_context& other, std::vector<std::s
   });
 }
 
+// `mine` completes plain callbacks, `theirs` callbacks bound to `other`.
+template <class Lock>
+void acquire_and_release(asio::io_context& io, asio::io_context& other, Lock& mine, Lock& theirs) {
+  tally t{io, other};
+  auto completed = [&] { return t.on_own + t.on_other + t.wrong; };
+  for (int i = 0; i < rounds; ++i) {
+    int before = completed();
+    mine.try_acquire(t.plain());
+    theirs.try_acquire(t.bound());
+    run_until(io, other, [&] { return completed() == before + 2; });
+    mine.release(t.plain());
+    theirs.release(t.bound());
+    run_until(io, other, [&] { return completed() == before + 4; });
+  }
+  BOOST_CHECK_EQUAL(t.wrong, 0);
+  BOOST_CHECK_EQUAL(t.on_own, 2 * rounds);
+  BOOST_CHECK_EQUAL(t.on_other, 2 * rounds);
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(redis_executors)
@@ -102,21 +121,9 @@ BOOST_AUTO_TEST_CASE(exec_completes_on_the_handlers_executor) {
 BOOST_AUTO_TEST_CASE(lock_completes_on_the_handlers_executor) {
   asio::io_context io, other;
   auto c = connected(io, other);
-  tally t{io, other};
   redis::lock mine(*c, dlock::test::unique_name("exec-lock-own"));
   redis::lock theirs(*c, dlock::test::unique_name("exec-lock-other"));
-  for (int i = 0; i < rounds; ++i) {
-    int before = t.on_own + t.on_other + t.wrong;
-    mine.try_acquire(t.plain());
-    theirs.try_acquire(t.bound());
-    run_until(io, other, [&] { return t.on_own + t.on_other + t.wrong == before + 2; });
-    mine.release(t.plain());
-    theirs.release(t.bound());
-    run_until(io, other, [&] { return t.on_own + t.on_other + t.wrong == before + 4; });
-  }
-  BOOST_CHECK_EQUAL(t.wrong, 0);
-  BOOST_CHECK_EQUAL(t.on_own, 2 * rounds);
-  BOOST_CHECK_EQUAL(t.on_other, 2 * rounds);
+  acquire_and_release(io, other, mine, theirs);
   close_all(io, other, {c});
 }
 
@@ -124,21 +131,9 @@ BOOST_AUTO_TEST_CASE(redlock_completes_on_the_handlers_executor) {
   asio::io_context io, other;
   std::vector<std::shared_ptr<redis::connection>> masters;
   for (std::size_t i = 0; i < 3; ++i) masters.push_back(connected(io, other, i));
-  tally t{io, other};
   redis::redlock mine(io.get_executor(), masters, dlock::test::unique_name("exec-redlock-own"));
   redis::redlock theirs(io.get_executor(), masters, dlock::test::unique_name("exec-redlock-other"));
-  for (int i = 0; i < rounds; ++i) {
-    int before = t.on_own + t.on_other + t.wrong;
-    mine.try_acquire(t.plain());
-    theirs.try_acquire(t.bound());
-    run_until(io, other, [&] { return t.on_own + t.on_other + t.wrong == before + 2; });
-    mine.release(t.plain());
-    theirs.release(t.bound());
-    run_until(io, other, [&] { return t.on_own + t.on_other + t.wrong == before + 4; });
-  }
-  BOOST_CHECK_EQUAL(t.wrong, 0);
-  BOOST_CHECK_EQUAL(t.on_own, 2 * rounds);
-  BOOST_CHECK_EQUAL(t.on_other, 2 * rounds);
+  acquire_and_release(io, other, mine, theirs);
   close_all(io, other, masters);
 }
 
