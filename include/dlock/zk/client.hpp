@@ -3,6 +3,7 @@
 
 #include <dlock/config.hpp>
 #include <dlock/zk/error.hpp>
+#include <dlock/zk/multi.hpp>
 #include <dlock/zk/options.hpp>
 #include <dlock/zk/types.hpp>
 #include <dlock/zk/watch.hpp>
@@ -39,6 +40,7 @@ void start_exists(const session_ptr& s, std::string path, watch* w,
                   handler<std::optional<stat>> h);
 void start_get_children(const session_ptr& s, std::string path, watch* w,
                         handler<std::vector<std::string>, stat> h);
+void start_multi(const session_ptr& s, std::vector<op> ops, handler<multi_result> h);
 
 template <class Token>
 concept not_a_watch = !std::is_same_v<std::remove_cvref_t<Token>, zk::watch>;
@@ -171,6 +173,26 @@ class client {
   template <class CompletionToken = default_token>
   auto get_children(std::string path, watch& w, CompletionToken&& token = {}) {
     return children_impl(std::move(path), &w, std::forward<CompletionToken>(token));
+  }
+
+  /// Applies `ops` atomically, in order: all of them or none (a transaction,
+  /// like Curator's `transaction()` and kazoo's `transaction()`).
+  /// Signature: `void(error_code, multi_result)`.
+  ///
+  /// On failure the error is the failing operation's (`zk::error::bad_version`,
+  /// `no_node`, ...) and `multi_result::failed_op` says which one; with the
+  /// default token the error throws, so pass `asio::as_tuple(asio::deferred)`
+  /// to read it. A bad path (or a container create) gives
+  /// `dlock::error::invalid_argument` with `failed_op` set, and nothing is sent. An empty list completes with
+  /// success and no results without contacting the server. A cancelled
+  /// `multi` may still have been applied; nothing is undone.
+  template <class CompletionToken = default_token>
+  auto multi(std::vector<op> ops, CompletionToken&& token = {}) {
+    return asio::async_initiate<CompletionToken, void(error_code, multi_result)>(
+        [](auto h, detail::session_ptr s, std::vector<op> o) {
+          detail::start_multi(s, std::move(o), detail::handler<multi_result>(std::move(h)));
+        },
+        token, impl_, std::move(ops));
   }
 
   /// Completes at the next session state change with the new state (several
