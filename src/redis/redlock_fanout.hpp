@@ -12,6 +12,7 @@
 #include "lock_scripts.hpp"
 
 #include <boost/asio/steady_timer.hpp>
+#include <boost/container/small_vector.hpp>
 
 #include <cstdint>
 #include <list>
@@ -131,7 +132,7 @@ class fanout : public reply_sink, public std::enable_shared_from_this<fanout> {
     request_handle request;  // the last command sent, to abandon it
     bool in_flight = false;
   };
-  std::vector<master_state> masters_;
+  boost::container::small_vector<master_state, 7> masters_;  // inline for up to 7 masters
   std::size_t pending_ = 0;
   redlock_impl::deadline_list::iterator watch_{};
   bool watched_ = false;

@@ -19,6 +19,8 @@
 #include <cstddef>
 #include <optional>
 #include <string>
+#include <boost/container/small_vector.hpp>
+
 #include <vector>
 
 namespace dlock::redis::detail {
@@ -92,8 +94,9 @@ class redlock_round {
  private:
   void decide(redlock_clock::time_point now);
 
-  std::vector<master_outcome> outcomes_;
-  std::vector<bool> late_;
+  // Inline for up to 7 masters: a round per attempt allocates nothing.
+  boost::container::small_vector<master_outcome, 7> outcomes_;
+  boost::container::small_vector<bool, 7> late_;
   std::chrono::milliseconds ttl_;
   std::chrono::milliseconds drift_;
   redlock_clock::time_point start_;
