@@ -223,39 +223,27 @@ asio::awaitable<void> cancel_then_reuse(zk::client& c, std::string base) {
   co_await c.close();
 }
 
+// Runs `body(client, args...)` on a fresh client and io_context.
+template <class... Args>
+void on_a_client(asio::awaitable<void> (*body)(zk::client&, Args...), Args... args) {
+  asio::io_context io;
+  auto c = make_client(io);
+  run_coroutine(io, body(c, std::move(args)...));
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(zk_multi)
 
-BOOST_AUTO_TEST_CASE(a_transaction_of_every_kind_commits_with_per_operation_results) {
-  asio::io_context io;
-  auto c = make_client(io);
-  run_coroutine(io, commit_every_kind(c, base_path("commit")));
-}
+BOOST_AUTO_TEST_CASE(a_transaction_of_every_kind_commits_with_per_operation_results) { on_a_client(commit_every_kind, base_path("commit")); }
 
-BOOST_AUTO_TEST_CASE(a_failing_operation_applies_nothing_and_is_reported) {
-  asio::io_context io;
-  auto c = make_client(io);
-  run_coroutine(io, failure_applies_nothing(c, base_path("fail")));
-}
+BOOST_AUTO_TEST_CASE(a_failing_operation_applies_nothing_and_is_reported) { on_a_client(failure_applies_nothing, base_path("fail")); }
 
-BOOST_AUTO_TEST_CASE(invalid_paths_are_rejected_before_sending) {
-  asio::io_context io;
-  auto c = make_client(io);
-  run_coroutine(io, invalid_paths(c, base_path("paths")));
-}
+BOOST_AUTO_TEST_CASE(invalid_paths_are_rejected_before_sending) { on_a_client(invalid_paths, base_path("paths")); }
 
-BOOST_AUTO_TEST_CASE(an_empty_transaction_succeeds_without_the_server) {
-  asio::io_context io;
-  auto c = make_client(io);
-  run_coroutine(io, empty_transaction(c));
-}
+BOOST_AUTO_TEST_CASE(an_empty_transaction_succeeds_without_the_server) { on_a_client(empty_transaction); }
 
-BOOST_AUTO_TEST_CASE(a_cancelled_transaction_leaves_the_client_usable) {
-  asio::io_context io;
-  auto c = make_client(io);
-  run_coroutine(io, cancel_then_reuse(c, base_path("cancel")));
-}
+BOOST_AUTO_TEST_CASE(a_cancelled_transaction_leaves_the_client_usable) { on_a_client(cancel_then_reuse, base_path("cancel")); }
 
 // The C client still holds the request's buffers when the client goes away:
 // zookeeper_close completes it (ZCLOSING) into memory the request still owns.
