@@ -1,5 +1,6 @@
 #include "dlock/command_line.hpp"
 
+#include "dlock/commands.hpp"
 #include "dlock/duration.hpp"
 
 #include <dlock/zk/path.hpp>
@@ -60,6 +61,18 @@ std::string required_string(const po::variables_map& values, const char* name, c
 
 void print_help(const std::string& usage, const po::options_description& options, std::string_view footer) {
   std::cout << "Usage: " << usage << "\n\n" << options << "\n" << footer;
+}
+
+std::optional<parsed_arguments> parse_or_print_help(const std::vector<std::string>& args, std::string_view subcommand,
+                                                    const po::options_description& options,
+                                                    std::initializer_list<const char*> positionals, bool takes_command,
+                                                    std::string_view footer) {
+  po::positional_options_description order;
+  for (const char* name : positionals) order.add(name, 1);
+  auto parsed = parse_arguments(args, options, order, takes_command);
+  if (!parsed.help) return parsed;
+  print_help(std::string(find_subcommand(subcommand)->usage), options, footer);
+  return std::nullopt;
 }
 
 }  // namespace dlock::cli

@@ -4,6 +4,7 @@
 #include <boost/program_options.hpp>
 
 #include <chrono>
+#include <initializer_list>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -48,5 +49,13 @@ void require_zk_path(const std::string& path);
 
 /// Prints `usage`, the options and (when given) `footer` to stdout for --help.
 void print_help(const std::string& usage, const po::options_description& options, std::string_view footer = {});
+
+/// A subcommand's arguments as parse_arguments reads them (`positionals`
+/// are one value each, in order), or nullopt after --help printed the
+/// subcommand's usage, the options and `footer`.
+std::optional<parsed_arguments> parse_or_print_help(const std::vector<std::string>& args, std::string_view subcommand,
+                                                    const po::options_description& options,
+                                                    std::initializer_list<const char*> positionals, bool takes_command,
+                                                    std::string_view footer);
 
 }  // namespace dlock::cli

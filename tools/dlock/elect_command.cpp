@@ -94,17 +94,13 @@ asio::awaitable<int> lead(elect_settings s) {
 
 int elect_command(const std::vector<std::string>& args) {
   auto options = elect_options();
-  po::positional_options_description positionals;
-  positionals.add("path", 1);
-  auto parsed = parse_arguments(args, options, positionals, true);
-  if (parsed.help) {
-    print_help(std::string(find_subcommand("elect")->usage), options,
-               "CMD runs while this candidate leads, with DLOCK_LOCK_NAME (PATH) and\n"
-               "DLOCK_FENCING_TOKEN (the term's token) in its environment. Signals are forwarded\n"
-               "as for 'dlock lock'; losing leadership is handled like a lost lock (status 121).\n\n" +
-                   std::string(exit_status::help_text()));
-    return exit_status::success;
-  }
+  auto parsed_or_help = parse_or_print_help(args, "elect", options, {"path"}, true,
+      "CMD runs while this candidate leads, with DLOCK_LOCK_NAME (PATH) and\n"
+      "DLOCK_FENCING_TOKEN (the term's token) in its environment. Signals are forwarded\n"
+      "as for 'dlock lock'; losing leadership is handled like a lost lock (status 121).\n\n" +
+      std::string(exit_status::help_text()));
+  if (!parsed_or_help) return exit_status::success;
+  auto& parsed = *parsed_or_help;
   auto settings = settings_from(parsed);
   route_library_log(parsed.values.count("verbose") > 0);
   return run_to_exit_status(&lead, std::move(settings));

@@ -72,15 +72,11 @@ asio::awaitable<int> show_leader(leader_settings s) {
 
 int leader_command(const std::vector<std::string>& args) {
   auto options = leader_options();
-  po::positional_options_description positionals;
-  positionals.add("path", 1);
-  auto parsed = parse_arguments(args, options, positionals, false);
-  if (parsed.help) {
-    print_help(std::string(find_subcommand("leader")->usage), options,
-               "Prints the id of the candidate leading the election at PATH (see 'dlock elect').\n"
-               "Exit status: 0, 1 when there is no leader, 2 usage error, 125 failure.\n");
-    return exit_status::success;
-  }
+  auto parsed_or_help = parse_or_print_help(args, "leader", options, {"path"}, false,
+      "Prints the id of the candidate leading the election at PATH (see 'dlock elect').\n"
+      "Exit status: 0, 1 when there is no leader, 2 usage error, 125 failure.\n");
+  if (!parsed_or_help) return exit_status::success;
+  auto& parsed = *parsed_or_help;
   leader_settings s;
   s.zk_hosts = required_string(parsed.values, "zk", "--zk HOSTS is required");
   s.path = required_string(parsed.values, "path", "missing the election's PATH");

@@ -112,18 +112,14 @@ asio::awaitable<int> lock_on_redis(lock_settings s) {
 
 int lock_command(const std::vector<std::string>& args) {
   auto options = lock_options();
-  po::positional_options_description positionals;
-  positionals.add("name", 1);
-  auto parsed = parse_arguments(args, options, positionals, true);
-  if (parsed.help) {
-    print_help(std::string(find_subcommand("lock")->usage), options,
-               "CMD runs with DLOCK_LOCK_NAME (PATH or KEY) and, on ZooKeeper, DLOCK_FENCING_TOKEN\n"
-               "in its environment. SIGINT, SIGTERM and SIGHUP are forwarded to CMD; the lock is\n"
-               "released once CMD exits. If the lock is lost, CMD gets SIGTERM, then SIGKILL.\n"
-               "Durations: 500ms, 30s, 2m, 1h (a bare number is seconds).\n\n" +
-                   std::string(exit_status::help_text()));
-    return exit_status::success;
-  }
+  auto parsed_or_help = parse_or_print_help(args, "lock", options, {"name"}, true,
+      "CMD runs with DLOCK_LOCK_NAME (PATH or KEY) and, on ZooKeeper, DLOCK_FENCING_TOKEN\n"
+      "in its environment. SIGINT, SIGTERM and SIGHUP are forwarded to CMD; the lock is\n"
+      "released once CMD exits. If the lock is lost, CMD gets SIGTERM, then SIGKILL.\n"
+      "Durations: 500ms, 30s, 2m, 1h (a bare number is seconds).\n\n" +
+      std::string(exit_status::help_text()));
+  if (!parsed_or_help) return exit_status::success;
+  auto& parsed = *parsed_or_help;
   auto settings = settings_from(parsed);
   route_library_log(parsed.values.count("verbose") > 0);
   if (!settings.zk_hosts.empty()) return run_to_exit_status(&lock_on_zk, std::move(settings));

@@ -126,17 +126,13 @@ asio::awaitable<int> use_queue(queue_settings s) {
 
 int queue_command(const std::vector<std::string>& args) {
   auto options = queue_options();
-  po::positional_options_description positionals;
-  positionals.add("path", 1).add("action", 1).add("data", 1);
-  auto parsed = parse_arguments(args, options, positionals, false);
-  if (parsed.help) {
-    print_help(std::string(find_subcommand("queue")->usage), options,
-               "take and peek print the item and a newline; size prints the count.\n"
-               "Exit status: 0; 1 peek on an empty queue (nothing printed); 2 usage error;\n"
-               "124 take --timeout with nothing arriving; 125 failure (a take whose removal\n"
-               "is uncertain prints the item and exits 125); 128+N stopped by signal N.\n");
-    return exit_status::success;
-  }
+  auto parsed_or_help = parse_or_print_help(args, "queue", options, {"path", "action", "data"}, false,
+      "take and peek print the item and a newline; size prints the count.\n"
+      "Exit status: 0; 1 peek on an empty queue (nothing printed); 2 usage error;\n"
+      "124 take --timeout with nothing arriving; 125 failure (a take whose removal\n"
+      "is uncertain prints the item and exits 125); 128+N stopped by signal N.\n");
+  if (!parsed_or_help) return exit_status::success;
+  auto& parsed = *parsed_or_help;
   auto settings = settings_from(parsed.values);
   route_library_log(parsed.values.count("verbose") > 0);
   return run_to_exit_status(&use_queue, std::move(settings));
