@@ -24,4 +24,13 @@ void dispatch_completion(const boost::asio::any_io_executor& fallback, Handler&&
   boost::asio::dispatch(fallback, boost::asio::append(std::forward<Handler>(h), std::forward<Args>(args)...));
 }
 
+/// From a handler running on `fallback`'s executor: in place when `in_place`
+/// (decided at initiation: the handler runs on that executor, see runs_on),
+/// else as dispatch_completion. Same outcome as dispatch, without its hops.
+template <class Handler, class... Args>
+void complete_from_handler(bool in_place, const boost::asio::any_io_executor& fallback, Handler&& h, Args&&... args) {
+  if (in_place) return std::forward<Handler>(h)(std::forward<Args>(args)...);
+  dispatch_completion(fallback, std::forward<Handler>(h), std::forward<Args>(args)...);
+}
+
 }  // namespace dlock::detail

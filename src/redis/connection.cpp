@@ -23,7 +23,7 @@ namespace dlock::redis {
 namespace detail {
 namespace {
 
-using dlock::detail::dispatch_completion;
+using dlock::detail::complete_from_handler;
 using dlock::detail::post_completion;
 
 constexpr auto tuple_token = asio::as_tuple(asio::deferred);
@@ -274,8 +274,7 @@ void connection_impl::finish(request& r, error_code ec, reply value, completion 
   handler_type handler(std::move(*r.handler));
   r.handler.reset();
   if (how == completion::post) return post_completion(executor_, std::move(handler), ec, std::move(value));
-  if (r.in_place) return std::move(handler)(ec, std::move(value));
-  dispatch_completion(executor_, std::move(handler), ec, std::move(value));
+  complete_from_handler(r.in_place, executor_, std::move(handler), ec, std::move(value));
 }
 
 void connection_impl::deliver_to_sink(request& r, error_code ec, reply value, completion how) {
@@ -583,14 +582,22 @@ encoded_command encode_eval(const script& s, const command& tail) {
   return {std::move(wire.first), s.shared(), wire.second};
 }
 
+namespace {
+
+void set_command(request& r, encoded_command cmd) {
+  r.wire = std::move(cmd.wire);
+  r.script = std::move(cmd.script);
+  r.tail_offset = cmd.tail_offset;
+}
+
+}  // namespace
+
 request_handle connection_access::send(connection& c, const encoded_command& cmd, std::shared_ptr<reply_sink> sink,
                                        std::size_t index, bool on_executor) {
   auto& impl = *c.impl_;
   request_ptr r = on_executor ? impl.make_request() : std::make_shared<request>();
+  set_command(*r, cmd);
   r->in_place = on_executor;
-  r->wire = cmd.wire;
-  r->script = cmd.script;
-  r->tail_offset = cmd.tail_offset;
   r->sink = std::move(sink);
   r->sink_index = index;
   request_handle handle{r, r->generation};
@@ -607,22 +614,10 @@ void connection_access::abandon(connection& c, request_handle handle) {
   });
 }
 
-void connection_access::exec(connection& c, command cmd, handler_type handler) {
+void connection_access::submit(connection& c, encoded_command cmd, handler_type handler) {
   auto r = c.impl_->make_request();
+  set_command(*r, std::move(cmd));
   r->in_place = true;
-  r->wire = std::move(cmd).take_encoded();
-  r->handler.emplace(std::move(handler));
-  c.impl_->bind_cancellation(r);
-  c.impl_->enqueue(std::move(r));
-}
-
-void connection_access::eval(connection& c, const script& s, const command& tail, handler_type handler) {
-  auto r = c.impl_->make_request();
-  auto wire = evalsha_wire(*s.shared(), tail);
-  r->in_place = true;
-  r->wire = std::move(wire.first);
-  r->script = s.shared();
-  r->tail_offset = wire.second;
   r->handler.emplace(std::move(handler));
   c.impl_->bind_cancellation(r);
   c.impl_->enqueue(std::move(r));
@@ -669,10 +664,8 @@ void connection::start_wait(connection_state target, handler_type0 handler) {
 void connection::start_exec(std::string wire, std::shared_ptr<const script::data> fallback,
                             std::size_t tail_offset, handler_type handler, bool in_place) {
   auto r = std::make_shared<detail::request>();
+  detail::set_command(*r, {std::move(wire), std::move(fallback), tail_offset});
   r->in_place = in_place;
-  r->wire = std::move(wire);
-  r->script = std::move(fallback);
-  r->tail_offset = tail_offset;
   r->handler.emplace(std::move(handler));
   impl_->bind_cancellation(r);
   asio::dispatch(impl_->executor(), [impl = impl_, r = std::move(r)]() mutable { impl->enqueue(std::move(r)); });

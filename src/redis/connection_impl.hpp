@@ -85,8 +85,14 @@ std::pair<std::string, std::size_t> evalsha_wire(const script::data& s, const co
 // For dlock's own locks, which call from the connection's executor with
 // continuations that may run in place (see request::in_place).
 struct connection_access {
-  static void exec(connection& c, command cmd, handler_type handler);
-  static void eval(connection& c, const script& s, const command& tail, handler_type handler);
+  static void exec(connection& c, command cmd, handler_type handler) {
+    submit(c, encode(std::move(cmd)), std::move(handler));
+  }
+  static void eval(connection& c, const script& s, const command& tail, handler_type handler) {
+    submit(c, encode_eval(s, tail), std::move(handler));
+  }
+  // From the connection's executor, with a handler that may run in place.
+  static void submit(connection& c, encoded_command cmd, handler_type handler);
   // For Redlock's fan-outs, which abandon commands themselves (no
   // cancellation slot). `on_executor`: the caller runs on the connection's
   // executor and so does the sink, which then gets replies in place. Returns

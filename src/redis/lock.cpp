@@ -220,8 +220,7 @@ void complete_soon(const std::shared_ptr<lock_state>& s, asio::any_completion_ha
 // initiating function): the caller may resume in place.
 void complete_now(const std::shared_ptr<lock_state>& s, asio::any_completion_handler<void(error_code)> h,
                   bool in_place, error_code ec) {
-  if (in_place) return std::move(h)(ec);
-  dlock::detail::dispatch_completion(s->conn->get_executor(), std::move(h), ec);
+  dlock::detail::complete_from_handler(in_place, s->conn->get_executor(), std::move(h), ec);
 }
 
 // Completion of the first SET NX PX (on the connection's executor).

@@ -150,8 +150,7 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
   void complete(error_code ec, bool initiating = false) {
     if (slot_.is_connected()) slot_.clear();
     if (initiating) return post_completion(owner_->executor, std::move(handler_), ec);
-    if (in_place_) return handler0(std::move(handler_))(ec);
-    dispatch_completion(owner_->executor, std::move(handler_), ec);
+    dlock::detail::complete_from_handler(in_place_, owner_->executor, std::move(handler_), ec);
   }
 
   std::shared_ptr<redlock_impl> owner_;

@@ -252,17 +252,20 @@ release_fanout::release_fanout(std::shared_ptr<redlock_impl> owner, std::string 
 
 void release_fanout::start() {
   asked_ = owner_->masters.size();
-  auto release = encode_eval(release_script(), connection::eval_tail({std::string_view(owner_->key)},
-                                                                    {std::string_view(token_)}));
+  auto release = release_command();
   for (std::size_t i = 0; i < asked_; ++i) send(i, release);
   arm_deadline();
 }
 
 void release_fanout::start(std::size_t master) {
   asked_ = 1;
-  send(master, encode_eval(release_script(), connection::eval_tail({std::string_view(owner_->key)},
-                                                                   {std::string_view(token_)})));
+  send(master, release_command());
   arm_deadline();
+}
+
+encoded_command release_fanout::release_command() const {
+  return encode_eval(release_script(),
+                     connection::eval_tail({std::string_view(owner_->key)}, {std::string_view(token_)}));
 }
 
 void release_fanout::on_answer(std::size_t, error_code ec, reply answer) {
@@ -286,8 +289,7 @@ void release_fanout::on_all_answered() {
 
 void release_fanout::complete(error_code ec) {
   if (!done_) return;
-  if (in_place_) return done_handler(std::move(done_))(ec, released_);
-  dispatch_completion(owner_->executor, std::move(done_), ec, released_);
+  dlock::detail::complete_from_handler(in_place_, owner_->executor, std::move(done_), ec, released_);
 }
 
 }  // namespace dlock::redis::detail

@@ -157,6 +157,7 @@ class release_fanout final : public fanout {
   void on_answer(std::size_t index, error_code ec, reply answer) override;
   void on_all_answered() override;
   void complete(error_code ec);
+  encoded_command release_command() const;
 
   std::string token_;
   done_handler done_;
