@@ -122,6 +122,19 @@ inline asio::awaitable<bool> key_gone_eventually(std::size_t index, std::string 
   co_return false;
 }
 
+/// The key's PTTL on master `index` once it is above `floor`, or the last
+/// one seen after 5 s: operations complete at the majority, and a master
+/// answering after it (a NOSCRIPT round trip, say) may lag a little.
+inline asio::awaitable<long> pttl_once_above(std::size_t index, std::string key, long floor) {
+  long pttl = 0;
+  for (int i = 0; i < 100; ++i) {
+    pttl = std::stol(redis_cli(index, "PTTL " + key));
+    if (pttl > floor) co_return pttl;
+    co_await sleep_for(50ms);
+  }
+  co_return pttl;
+}
+
 /// Resumes a paused server when the test leaves its scope, even on failure.
 struct paused {
   std::vector<std::string> names;
