@@ -53,6 +53,8 @@ inline constexpr std::int32_t get_children2 = 12;
 inline constexpr std::int32_t multi = 14;
 inline constexpr std::int32_t create2 = 15;
 inline constexpr std::int32_t create_container = 19;
+/// For the triggers: any request but a ping (the nth step of an operation).
+inline constexpr std::int32_t any = -2;
 }  // namespace zk_opcode
 
 class zk_cutting_proxy {
@@ -166,7 +168,8 @@ class zk_cutting_proxy {
     fault_trigger on_request(std::int32_t opcode) {
       std::lock_guard lock(mutex);
       ++counts[opcode];
-      if (trigger.kind == trigger_kind::none || trigger.opcode != opcode || --trigger.nth > 0) return {};
+      bool matches = trigger.opcode == opcode || (trigger.opcode == zk_opcode::any && opcode != zk_opcode::ping);
+      if (trigger.kind == trigger_kind::none || !matches || --trigger.nth > 0) return {};
       auto fired = trigger;
       trigger = {};
       ++cuts;
