@@ -8,6 +8,9 @@
 
 #include <set>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 using namespace dlock::zk::detail;
 using action = acquire_machine::action;
 
@@ -43,6 +46,32 @@ BOOST_AUTO_TEST_CASE(guids_are_random_v4_lowercase) {
   BOOST_TEST(seen.size() == 100u);
   BOOST_TEST(!is_guid("not-a-guid"));
   BOOST_TEST(!is_guid("0f8fad5b-d9cb-469f-a165-70867728950"));
+}
+
+// A forked child must not repeat its parent's GUIDs (nor a sibling's): GUID
+// recovery would take a twin's node for its own (F9). The old engine was
+// seeded once per thread and carried on in the child: the same GUIDs.
+BOOST_AUTO_TEST_CASE(guids_differ_across_fork) {
+  (void)make_guid();  // the parent's engine is seeded and in use
+  int fds[2];
+  BOOST_REQUIRE(pipe(fds) == 0);
+  pid_t child = fork();
+  BOOST_REQUIRE(child >= 0);
+  if (child == 0) {
+    auto guid = make_guid();
+    auto written = write(fds[1], guid.data(), guid.size());
+    _exit(written == static_cast<ssize_t>(guid.size()) ? 0 : 1);
+  }
+  close(fds[1]);
+  std::string from_child(36, '\0');
+  auto got = read(fds[0], from_child.data(), from_child.size());
+  close(fds[0]);
+  int status = 0;
+  waitpid(child, &status, 0);
+  BOOST_REQUIRE(got == 36);
+  auto in_parent = make_guid();
+  BOOST_TEST(in_parent != from_child);
+  BOOST_TEST(is_guid(from_child));
 }
 
 BOOST_AUTO_TEST_CASE(prefixes_match_curator) {
@@ -237,17 +266,79 @@ BOOST_AUTO_TEST_CASE(connection_loss_on_create_adopts_only_our_session_node) {
   BOOST_TEST(!m.result());
 }
 
-BOOST_AUTO_TEST_CASE(node_of_an_old_session_is_deleted_not_adopted) {
+// A node with our GUID that another session owns is not ours: our create on
+// an expired session died with that session. It may be a forked twin's node,
+// the holder's even: neither adopt nor delete it (the old code deleted it).
+BOOST_AUTO_TEST_CASE(node_with_our_guid_of_another_session_is_neither_adopted_nor_deleted) {
   auto m = machine();
   m.start();
   m.on_created(loss(), "", 0, loss(), {});
   m.on_backoff_done();
   std::vector<std::string> children{mutex_node(guid_a, "0000000003")};
   m.on_listed(ok(), children);
-  BOOST_TEST((m.on_owner(ok(), /*owner=*/41, 9, /*session=*/42) == action::remove));
-  BOOST_TEST(m.target_path() == "/locks/a/" + children[0]);
+  BOOST_TEST((m.on_owner(ok(), /*owner=*/41, 9, /*session=*/42) == action::create_and_list));
   BOOST_TEST(m.own_path().empty());
-  BOOST_TEST((m.on_removed(ok()) == action::create_and_list));
+}
+
+// Retries ran out while the create's outcome was unknown (F5). The acquire
+// fails at once, but the node our create may have made would block the lock
+// for as long as the session lives: the machine goes on looking for it.
+acquire_machine exhaust_while_create_unknown() {
+  acquire_machine m({lock_role::exclusive, "/l", true, {2, std::chrono::milliseconds(10), std::chrono::milliseconds(40)}},
+                    guid_a);
+  m.start();
+  BOOST_TEST((m.on_created(loss(), "", 0, loss(), {}) == action::backoff));
+  BOOST_TEST((m.on_backoff_done() == action::list));
+  BOOST_TEST((m.on_listed(loss(), {}) == action::backoff));
+  BOOST_TEST((m.on_backoff_done() == action::list));
+  BOOST_TEST(!m.hunting());
+  // Third failure: over the budget of 2.
+  BOOST_TEST((m.on_listed(loss(), {}) == action::backoff));
+  BOOST_TEST(m.hunting());
+  BOOST_TEST(m.result() == make_error_code(dlock::error::closed));
+  BOOST_TEST(m.delay().count() == 40);
+  return m;
+}
+
+BOOST_AUTO_TEST_CASE(exhausted_while_create_unknown_finds_and_deletes_our_node) {
+  auto m = exhaust_while_create_unknown();
+  // The search is paced but unbounded while the session lives.
+  for (int i = 0; i < 20; ++i) {
+    BOOST_TEST((m.on_backoff_done() == action::list));
+    BOOST_TEST((m.on_listed(loss(), {}) == action::backoff));
+  }
+  BOOST_TEST((m.on_backoff_done() == action::list));
+  std::vector<std::string> children{mutex_node(guid_b, "0000000001"), mutex_node(guid_a, "0000000002")};
+  BOOST_TEST((m.on_listed(ok(), children) == action::check_owner));
+  BOOST_TEST((m.on_owner(ok(), 42, 9, 42) == action::remove));
+  BOOST_TEST(m.target_path() == "/l/" + children[1]);
+  BOOST_TEST((m.on_removed(loss()) == action::backoff));
+  BOOST_TEST((m.on_backoff_done() == action::remove));
+  BOOST_TEST((m.on_removed(ok()) == action::done));
+  BOOST_TEST(m.result() == make_error_code(dlock::error::closed));  // the acquire's own error
+}
+
+BOOST_AUTO_TEST_CASE(exhausted_while_create_unknown_ends_when_no_node_was_made) {
+  auto m = exhaust_while_create_unknown();
+  m.on_backoff_done();
+  std::vector<std::string> children{mutex_node(guid_b, "0000000001")};
+  BOOST_TEST((m.on_listed(ok(), children) == action::done));  // never creates again
+  BOOST_TEST(m.result() == make_error_code(dlock::error::closed));
+}
+
+BOOST_AUTO_TEST_CASE(exhausted_while_create_unknown_ends_with_the_session) {
+  auto m = exhaust_while_create_unknown();
+  m.on_backoff_done();
+  BOOST_TEST((m.on_listed(r(step_result::session_lost), {}) == action::done));
+  BOOST_TEST(m.result() == make_error_code(dlock::error::closed));
+}
+
+BOOST_AUTO_TEST_CASE(exhausted_while_create_unknown_leaves_a_foreign_node_alone) {
+  auto m = exhaust_while_create_unknown();
+  m.on_backoff_done();
+  std::vector<std::string> children{mutex_node(guid_a, "0000000001")};
+  BOOST_TEST((m.on_listed(ok(), children) == action::check_owner));
+  BOOST_TEST((m.on_owner(ok(), 41, 9, 42) == action::done));
 }
 
 BOOST_AUTO_TEST_CASE(lost_create_that_never_happened_creates_again) {

@@ -27,8 +27,8 @@ struct election_options {
 namespace detail {
 template <class... T>
 using election_handler = asio::any_completion_handler<void(error_code, T...)>;
-void start_current_leader(client& zk, const std::string& path, election_handler<std::optional<std::string>> h);
-void start_observe(client& zk, const std::string& path, std::optional<std::string> last_seen,
+void start_current_leader(client zk, std::string path, election_handler<std::optional<std::string>> h);
+void start_observe(client zk, std::string path, std::optional<std::string> last_seen,
                    election_handler<std::optional<std::string>> h);
 }  // namespace detail
 
@@ -43,34 +43,31 @@ void start_observe(client& zk, const std::string& path, std::optional<std::strin
 /// `loss()` or bind a cancellation signal to it, exactly like a lock. The
 /// term's fencing token is the candidate node's creation zxid.
 ///
-/// Operations complete on the handler's associated executor; the client
-/// must outlive the election object.
+/// Operations complete on the handler's associated executor. Every
+/// operation keeps the session it needs: destroying or moving the client or
+/// the election object while one runs makes it complete with
+/// `dlock::error::closed` (or finish), never touch freed memory.
 class leader_election {
  public:
   leader_election(client& zk, std::string path, election_options options = {})
-      : zk_(&zk), path_(std::move(path)), options_(std::move(options)) {}
+      : zk_(detail::borrow_session(zk)),
+        path_(std::move(path)),
+        candidate_(zk, path_, lock_options{.identifier = {}, .policy = options.policy, .retry = options.retry}) {}
 
   /// Joins as candidate `id` and completes once this candidate leads.
   /// Cancellable (any cancellation type): a cancelled campaign leaves no node.
-  /// Errors as `mutex::acquire`. Signature: `void(error_code)`.
+  /// While leading or campaigning, `dlock::error::already_held`. Errors as
+  /// `mutex::acquire`. Signature: `void(error_code)`.
   template <class CompletionToken = default_token>
   auto campaign(std::string id, CompletionToken&& token = {}) {
-    // While leading, a second campaign is the mutex's `already_held` error.
-    if (candidate_ && candidate_->held()) return candidate_->acquire(std::forward<CompletionToken>(token));
-    lock_options lock;
-    lock.identifier = std::move(id);
-    lock.policy = options_.policy;
-    lock.retry = options_.retry;
-    candidate_ = std::make_unique<mutex>(*zk_, path_, std::move(lock));
-    return candidate_->acquire(std::forward<CompletionToken>(token));
+    return candidate_.acquire_as(std::move(id), std::forward<CompletionToken>(token));
   }
 
   /// Steps down: the next candidate becomes leader. `dlock::error::not_held`
   /// without a campaign. Signature: `void(error_code)`.
   template <class CompletionToken = default_token>
   auto resign(CompletionToken&& token = {}) {
-    if (!candidate_) candidate_ = std::make_unique<mutex>(*zk_, path_);  // releases nothing: not_held
-    return candidate_->release(std::forward<CompletionToken>(token));
+    return candidate_.release(std::forward<CompletionToken>(token));
   }
 
   /// The current leader's id, or `std::nullopt` when there is none.
@@ -78,43 +75,45 @@ class leader_election {
   template <class CompletionToken = default_token>
   auto leader(CompletionToken&& token = {}) {
     return asio::async_initiate<CompletionToken, void(error_code, std::optional<std::string>)>(
-        [](auto h, client* zk, std::string path) {
-          detail::start_current_leader(*zk, path, detail::election_handler<std::optional<std::string>>(std::move(h)));
+        [](auto h, client zk, std::string path) {
+          detail::start_current_leader(std::move(zk), std::move(path),
+                                       detail::election_handler<std::optional<std::string>>(std::move(h)));
         },
-        token, zk_, path_);
+        token, detail::borrow_session(zk_), path_);
   }
 
   /// Completes with the leader's id as soon as it differs from `last_seen`
   /// (at once if it already does); call it again with the result to follow
   /// every change. Waits with one watch on the leader's node (or on the
   /// election node while it has no candidate). For followers and tools.
-  /// Signature: `void(error_code, std::optional<std::string>)`.
+  /// A change between two candidates with the same id is not seen: give
+  /// each candidate a distinct id. Signature: `void(error_code, std::optional<std::string>)`.
   template <class CompletionToken = default_token>
   auto observe(std::optional<std::string> last_seen, CompletionToken&& token = {}) {
     return asio::async_initiate<CompletionToken, void(error_code, std::optional<std::string>)>(
-        [](auto h, client* zk, std::string path, std::optional<std::string> seen) {
-          detail::start_observe(*zk, path, std::move(seen),
+        [](auto h, client zk, std::string path, std::optional<std::string> seen) {
+          detail::start_observe(std::move(zk), std::move(path), std::move(seen),
                                 detail::election_handler<std::optional<std::string>>(std::move(h)));
         },
-        token, zk_, path_, std::move(last_seen));
+        token, detail::borrow_session(zk_), path_, std::move(last_seen));
   }
 
   /// True between a successful campaign and resignation or loss.
-  bool is_leader() const noexcept { return candidate_ && candidate_->held(); }
+  bool is_leader() const noexcept { return candidate_.held(); }
 
   /// The term's fencing token (the candidate node's czxid); 0 when not leader.
-  std::int64_t fencing_token() const noexcept { return candidate_ ? candidate_->fencing_token() : 0; }
+  std::int64_t fencing_token() const noexcept { return candidate_.fencing_token(); }
 
-  /// Tells the leader its leadership is gone; valid after `campaign` started.
-  lock_loss& loss() noexcept { return candidate_->loss(); }
+  /// Tells the leader its leadership is gone. Valid at any time: before a
+  /// campaign, `loss().wait()` completes with `dlock::error::not_held`.
+  lock_loss& loss() noexcept { return candidate_.loss(); }
 
   const std::string& path() const noexcept { return path_; }
 
  private:
-  client* zk_;
+  client zk_;  // a borrowed handle on the user's session
   std::string path_;
-  election_options options_;
-  std::unique_ptr<mutex> candidate_;
+  mutex candidate_;
 };
 
 }  // namespace dlock::zk

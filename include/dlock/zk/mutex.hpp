@@ -27,7 +27,11 @@ class shared_mutex;
 /// only the next-lower node and lists again when that one goes. Contenders
 /// are ordered by the server's sequence suffix, never by prefix, so Curator's
 /// and kazoo's nodes on the same path queue correctly; children without a
-/// sequence suffix are ignored (with a log line).
+/// sequence suffix are ignored (with a log line). One limit of mixing: when
+/// the parent's signed 32-bit child counter wraps (after about 10^9
+/// acquisitions on one path; a reaped container resets it), dlock orders by
+/// serial arithmetic and Curator by string, so a mixed fleet would disagree
+/// about who is first. A dlock-only fleet stays right across the wrap.
 ///
 /// Waiting is fair (node creation order) and wakes one waiter per release.
 /// A lost `create` reply is recovered by the GUID in the node name, adopting
@@ -130,6 +134,7 @@ class mutex {
  private:
   friend class shared_mutex;
   friend class simple_lock;
+  friend class leader_election;
 
   mutex(client& zk, std::string path, detail::lock_role role, detail::lock_flavor flavor, lock_options options)
       : core_(detail::make_lock_core(zk, std::move(path), role, flavor, std::move(options))) {}
@@ -142,6 +147,16 @@ class mutex {
           detail::start_acquire(core, m, l, asio::any_completion_handler<void(error_code)>(std::move(handler)));
         },
         token, core_, mode, limit);
+  }
+  // A leader election's campaign: an acquire whose node carries `identifier`.
+  template <class CompletionToken>
+  auto acquire_as(std::string identifier, CompletionToken&& token) {
+    return asio::async_initiate<CompletionToken, void(error_code)>(
+        [](auto handler, detail::lock_core_ptr core, std::string id) {
+          detail::start_acquire(core, detail::acquire_mode::wait, {},
+                                asio::any_completion_handler<void(error_code)>(std::move(handler)), std::move(id));
+        },
+        token, core_, std::move(identifier));
   }
 
   detail::lock_core_ptr core_;

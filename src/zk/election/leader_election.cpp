@@ -33,7 +33,9 @@ asio::awaitable<std::tuple<error_code, std::optional<std::string>>> first_candid
   co_return std::tuple{error_code{}, std::optional<std::string>(contenders.front().name)};
 }
 
-asio::awaitable<leader_result> current_leader(client& zk, std::string path) {
+// Each coroutine owns a borrowed handle on the session: it may outlive the
+// election object and the user's client (it then meets a closed session).
+asio::awaitable<leader_result> current_leader(client zk, std::string path) {
   if (error_code bad = validate_path(path)) co_return leader_result{bad, std::nullopt};
   for (int attempt = 0; attempt < 10; ++attempt) {
     auto [ec, first] = co_await first_candidate(zk, path);
@@ -50,7 +52,7 @@ asio::awaitable<leader_result> current_leader(client& zk, std::string path) {
 // Waits for the leader to differ from `last_seen`, with one watch at a time:
 // on the leader's node (it changes only when that node goes) or, with no
 // candidate, on the election node's children (or its creation).
-asio::awaitable<leader_result> observe_leader(client& zk, std::string path, std::optional<std::string> last_seen) {
+asio::awaitable<leader_result> observe_leader(client zk, std::string path, std::optional<std::string> last_seen) {
   co_await asio::this_coro::reset_cancellation_state(asio::enable_partial_cancellation());
   if (error_code bad = validate_path(path)) co_return leader_result{bad, std::nullopt};
   for (;;) {
@@ -90,13 +92,16 @@ asio::awaitable<leader_result> observe_leader(client& zk, std::string path, std:
 
 }  // namespace
 
-void start_current_leader(client& zk, const std::string& path, election_handler<std::optional<std::string>> h) {
-  dlock::detail::spawn_to_handler(zk.get_executor(), current_leader(zk, path), std::move(h));
+void start_current_leader(client zk, std::string path, election_handler<std::optional<std::string>> h) {
+  auto executor = zk.get_executor();
+  dlock::detail::spawn_to_handler(executor, current_leader(std::move(zk), std::move(path)), std::move(h));
 }
 
-void start_observe(client& zk, const std::string& path, std::optional<std::string> last_seen,
+void start_observe(client zk, std::string path, std::optional<std::string> last_seen,
                    election_handler<std::optional<std::string>> h) {
-  dlock::detail::spawn_to_handler(zk.get_executor(), observe_leader(zk, path, std::move(last_seen)), std::move(h));
+  auto executor = zk.get_executor();
+  dlock::detail::spawn_to_handler(executor, observe_leader(std::move(zk), std::move(path), std::move(last_seen)),
+                                  std::move(h));
 }
 
 }  // namespace dlock::zk::detail

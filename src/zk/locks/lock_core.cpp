@@ -42,12 +42,7 @@ void on_session_change(const lock_core_ptr& core, error_code ec, session_state s
       reason = make_error_code(zk::error::session_expired);
     else if (!ec && state == session_state::suspended && core->options.policy == loss_policy::standard)
       reason = make_error_code(zk::error::connection_loss);
-    if (reason) {
-      core->state = lock_core::hold::lost;
-      if (dlock::detail::log_enabled(log_level::warning))
-        dlock::detail::log(log_level::warning, "zk lock: lost " + core->own_path + ": " + reason.message());
-      core->loss.fire(reason);
-    }
+    if (reason) core->lose(reason);
   }
   if (!ec && !core->closed && state != session_state::closed) watch_session(core);
 }
@@ -63,20 +58,51 @@ void watch_session(const lock_core_ptr& core) {
 
 // --- node removal (release, and the leftovers of a lost hold) ---
 
+// Deletes our node only while it is ours. Ephemeral nodes die with their
+// session, so once the session changed there is nothing of ours to delete
+// (and the path may be someone else's node by now). On the same session the
+// first delete is safe: our node is there until we delete it. A retry is
+// not: the first delete may have been applied before its reply was lost,
+// and the simple lock's fixed path may hold the next holder's node. So a
+// retry reads the node's owner and creation zxid first.
 class removal_op : public std::enable_shared_from_this<removal_op> {
  public:
-  removal_op(lock_core_ptr core, std::string node, error_code report,
+  removal_op(lock_core_ptr core, owned_node node, error_code report,
              asio::any_completion_handler<void(error_code)> handler)
       : core_(std::move(core)), node_(std::move(node)), report_(report), handler_(std::move(handler)),
         timer_(core_->strand) {}
 
   void start() {
-    core_->zk.remove(node_, -1, asio::bind_executor(core_->strand, [self = shared_from_this()](error_code ec) {
-                       self->on_removed(ec);
+    if (core_->zk.session_id() != node_.session) {
+      // The session that owned the node ended, and took the node with it.
+      return complete(report_ ? report_ : make_error_code(zk::error::session_expired));
+    }
+    if (!verify_) return remove();
+    core_->zk.exists(node_.path,
+                     asio::bind_executor(core_->strand, [self = shared_from_this()](error_code ec,
+                                                                                    std::optional<zk::stat> st) {
+                       self->on_checked(ec, st);
                      }));
   }
 
  private:
+  void remove() {
+    core_->zk.remove(node_.path, -1, asio::bind_executor(core_->strand, [self = shared_from_this()](error_code ec) {
+                       self->on_removed(ec);
+                     }));
+  }
+
+  void on_checked(error_code ec, const std::optional<zk::stat>& st) {
+    if (!ec && !st) return complete(report_);  // gone: our delete was applied, or the session took it
+    if (!ec && (st->ephemeral_owner != node_.session || st->czxid != node_.czxid)) {
+      if (dlock::detail::log_enabled(log_level::info))
+        dlock::detail::log(log_level::info, "zk lock: " + node_.path + " is not ours any more; left alone");
+      return complete(report_);
+    }
+    if (!ec) return remove();
+    on_removed(ec);  // the same outcomes as a failed delete
+  }
+
   void on_removed(error_code ec) {
     switch (classify(ec)) {
       case step_result::ok:
@@ -86,6 +112,7 @@ class removal_op : public std::enable_shared_from_this<removal_op> {
         // The session may live: keep trying in the background, but do not
         // hold the caller hostage to a reconnection.
         complete(report_);
+        verify_ = true;
         attempts_ = std::min(attempts_ + 1, 6);
         timer_.expires_after(core_->options.retry.initial_backoff * (1 << attempts_));
         timer_.async_wait(asio::bind_executor(core_->strand, [self = shared_from_this()](error_code) {
@@ -97,7 +124,7 @@ class removal_op : public std::enable_shared_from_this<removal_op> {
         return complete(report_ ? report_ : ec);
       default:
         if (dlock::detail::log_enabled(log_level::error))
-          dlock::detail::log(log_level::error, "zk lock: could not delete " + node_ + ": " + ec.message());
+          dlock::detail::log(log_level::error, "zk lock: could not delete " + node_.path + ": " + ec.message());
         return complete(report_ ? report_ : ec);
     }
   }
@@ -107,11 +134,12 @@ class removal_op : public std::enable_shared_from_this<removal_op> {
   }
 
   lock_core_ptr core_;
-  std::string node_;
+  owned_node node_;
   error_code report_;
   asio::any_completion_handler<void(error_code)> handler_;
   asio::steady_timer timer_;
   int attempts_ = 0;
+  bool verify_ = false;
 };
 
 // --- participants ---
@@ -191,13 +219,29 @@ lock_core::lock_core(client& zk_client, std::string lock_path, lock_role lock_ro
   if (options.identifier.empty()) options.identifier = default_identifier();
 }
 
-void lock_core::on_acquired(std::string node, std::int64_t zxid) {
+void lock_core::on_acquired(std::string node, std::int64_t zxid, std::int64_t owner) {
   own_path = std::move(node);
   czxid = zxid;
-  session = zk.session_id();
+  session = owner;
   state = hold::held;
   loss.arm();
+  // The session may have changed state between the last reply and now: a
+  // change the monitor saw while we were only acquiring is judged again here.
+  auto now = zk.state();
+  if (now == session_state::closed)
+    lose(make_error_code(dlock::error::closed));
+  else if (now == session_state::lost || zk.session_id() != session)
+    lose(make_error_code(zk::error::session_expired));
+  else if (now == session_state::suspended && options.policy == loss_policy::standard)
+    lose(make_error_code(zk::error::connection_loss));
   watch_session(shared_from_this());
+}
+
+void lock_core::lose(error_code reason) {
+  state = hold::lost;
+  if (dlock::detail::log_enabled(log_level::warning))
+    dlock::detail::log(log_level::warning, "zk lock: lost " + own_path + ": " + reason.message());
+  loss.fire(reason);
 }
 
 step_result classify(const error_code& ec) noexcept {
@@ -220,9 +264,16 @@ std::vector<std::string> path_prefixes(const std::string& path) {
   return out;
 }
 
-void start_node_removal(const lock_core_ptr& core, std::string node, error_code report,
+void start_node_removal(const lock_core_ptr& core, owned_node node, error_code report,
                         asio::any_completion_handler<void(error_code)> handler) {
   std::make_shared<removal_op>(core, std::move(node), report, std::move(handler))->start();
+}
+
+owned_node lock_core::take_own_node() {
+  owned_node node{std::move(own_path), czxid, session};
+  own_path.clear();
+  czxid = 0;
+  return node;
 }
 
 lock_core_ptr make_lock_core(client& zk, std::string path, lock_role role, lock_flavor flavor,
@@ -239,7 +290,7 @@ void close_lock_core(const lock_core_ptr& core) noexcept {
       if (auto op = core->current.lock()) op->cancel(asio::error::operation_aborted);
       if ((core->state == lock_core::hold::held || core->state == lock_core::hold::lost) &&
           !core->own_path.empty() && core->zk.state() != session_state::closed)
-        start_node_removal(core, core->own_path, {}, {});
+        start_node_removal(core, core->take_own_node(), {}, {});
       core->state = lock_core::hold::released;
       core->loss.disarm();
     });
@@ -293,11 +344,11 @@ void acquire_op_base::complete(error_code ec) {
 }
 
 void start_acquire(const lock_core_ptr& core, acquire_mode mode, std::chrono::steady_clock::duration limit,
-                   asio::any_completion_handler<void(error_code)> handler) {
+                   asio::any_completion_handler<void(error_code)> handler, std::string identifier) {
   auto op = core->flavor == lock_flavor::sequential ? make_sequential_acquire(core, mode, std::move(handler))
                                                     : make_simple_acquire(core, mode, std::move(handler));
   op->hook_cancellation();
-  asio::dispatch(core->strand, [core, op, mode, limit] {
+  asio::dispatch(core->strand, [core, op, mode, limit, identifier = std::move(identifier)]() mutable {
     error_code refusal = core->path_error;
     if (!refusal && core->zk.state() == session_state::closed) refusal = dlock::error::closed;
     if (!refusal && (core->state == lock_core::hold::held || core->state == lock_core::hold::acquiring))
@@ -305,11 +356,12 @@ void start_acquire(const lock_core_ptr& core, acquire_mode mode, std::chrono::st
     if (!refusal && mode == acquire_mode::wait_for && limit <= std::chrono::steady_clock::duration::zero())
       refusal = dlock::error::invalid_argument;
     if (refusal) return op->refuse(refusal);
+    if (!identifier.empty()) core->options.identifier = std::move(identifier);
     if (core->state == lock_core::hold::lost && !core->own_path.empty()) {
       // A hold lost to a suspension may have left our node (the session came
       // back): delete it first, or we would queue behind ourselves. One
       // session's requests run in order, so this goes before our create.
-      start_node_removal(core, core->own_path, {}, {});
+      start_node_removal(core, core->take_own_node(), {}, {});
     }
     core->own_path.clear();
     core->czxid = 0;
@@ -325,18 +377,13 @@ void start_release(const lock_core_ptr& core, asio::any_completion_handler<void(
       case lock_core::hold::held: {
         core->state = lock_core::hold::released;
         core->loss.disarm();
-        auto node = std::move(core->own_path);
-        core->own_path.clear();
-        core->czxid = 0;
-        return start_node_removal(core, std::move(node), {}, std::move(h));
+        return start_node_removal(core, core->take_own_node(), {}, std::move(h));
       }
       case lock_core::hold::lost: {
         core->state = lock_core::hold::released;
         auto reason = core->loss.reason();
-        auto node = std::move(core->own_path);
-        core->own_path.clear();
-        core->czxid = 0;
-        if (node.empty() || core->zk.state() == session_state::closed)
+        auto node = core->take_own_node();
+        if (node.path.empty() || core->zk.state() == session_state::closed)
           return post_completion(*core, std::move(h), reason);
         return start_node_removal(core, std::move(node), reason, std::move(h));
       }

@@ -57,6 +57,14 @@ class acquire_op_base : public std::enable_shared_from_this<acquire_op_base> {
   bool completed_ = false;
 };
 
+/// A node we created, and what proves it is still ours: the session that
+/// created it and its creation zxid.
+struct owned_node {
+  std::string path;
+  std::int64_t czxid = 0;
+  std::int64_t session = 0;
+};
+
 class lock_core : public std::enable_shared_from_this<lock_core> {
  public:
   enum class hold { idle, acquiring, held, lost, released };
@@ -82,8 +90,13 @@ class lock_core : public std::enable_shared_from_this<lock_core> {
   bool closed = false;
   asio::cancellation_signal monitor_stop;
 
-  /// The hold began: remember our node, arm the loss signal, watch the session.
-  void on_acquired(std::string node, std::int64_t zxid);
+  /// The hold began: remember our node (created by session `owner`), arm the
+  /// loss signal, watch the session.
+  void on_acquired(std::string node, std::int64_t zxid, std::int64_t owner);
+  /// The hold is gone for `reason`: tell the holder.
+  void lose(error_code reason);
+  /// Our node (held or lost), handed to its removal; forgotten here.
+  owned_node take_own_node();
 };
 
 /// What a ZooKeeper reply means to the recipe.
@@ -102,10 +115,12 @@ void dispatch_completion(const lock_core& core, Handler handler, Args&&... args)
   asio::dispatch(core.strand, asio::append(std::move(handler), std::forward<Args>(args)...));
 }
 
-/// Deletes `node`, retried across connection loss while the session lives;
-/// completes `handler` (if any) with `report` once deleted, or at the first
-/// connection loss (the retries continue in the background).
-void start_node_removal(const lock_core_ptr& core, std::string node, error_code report,
+/// Deletes `node` if it is still ours (its session lives and, on a retry,
+/// its owner and czxid match), retried across connection loss while the
+/// session lives; completes `handler` (if any) with `report` once deleted or
+/// found gone, at the first connection loss (the retries continue in the
+/// background), or with the loss reason when the session ended.
+void start_node_removal(const lock_core_ptr& core, owned_node node, error_code report,
                         asio::any_completion_handler<void(error_code)> handler);
 
 /// Parent paths to ensure, outermost first ("/a", "/a/b", ... `path`).

@@ -6,11 +6,14 @@
 #include "detail/random.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <array>
 #include <random>
 #include <cstring>
 #include <stdexcept>
 #include <system_error>
+
+#include <pthread.h>
 
 namespace dlock::zk::detail {
 namespace {
@@ -69,17 +72,31 @@ std::string join(std::string_view parent, std::string_view child) {
 
 }  // namespace
 
-// A GUID needs to be unique, not secret: a per-thread engine seeded once from
-// getrandom saves a system call per acquire. (A forked child repeats its
-// parent's sequence; harmless, as recovery adopts a node only if its
-// ephemeralOwner is the current session.)
+namespace {
+// Bumped in every forked child: a child must not repeat its parent's (or a
+// sibling's) GUIDs, or GUID recovery could take a twin's node for ours.
+std::atomic<unsigned> fork_generation{0};
+void on_fork_in_child() noexcept { fork_generation.fetch_add(1, std::memory_order_relaxed); }
+
+std::mt19937_64 seeded_engine() {
+  std::array<std::uint32_t, 8> seed{};
+  dlock::detail::fill_random(seed.data(), sizeof seed);
+  std::seed_seq sequence(seed.begin(), seed.end());
+  return std::mt19937_64(sequence);
+}
+}  // namespace
+
+// A GUID needs to be unique, not secret: a per-thread engine seeded from
+// getrandom saves a system call per acquire. It is reseeded after fork().
 std::string make_guid() {
-  thread_local std::mt19937_64 engine = [] {
-    std::array<std::uint32_t, 8> seed{};
-    dlock::detail::fill_random(seed.data(), sizeof seed);
-    std::seed_seq sequence(seed.begin(), seed.end());
-    return std::mt19937_64(sequence);
-  }();
+  static const bool fork_hook = pthread_atfork(nullptr, nullptr, on_fork_in_child) == 0;
+  (void)fork_hook;
+  thread_local std::mt19937_64 engine = seeded_engine();
+  thread_local unsigned generation = fork_generation.load(std::memory_order_relaxed);
+  if (auto now = fork_generation.load(std::memory_order_relaxed); now != generation) {
+    engine = seeded_engine();
+    generation = now;
+  }
   std::array<unsigned char, 16> bytes{};
   for (std::size_t i = 0; i < bytes.size(); i += 8) {
     auto word = engine();
@@ -232,17 +249,32 @@ action acquire_machine::cleanup(error_code ec) {
 action acquire_machine::fail(reply r) { return cleanup(r.ec); }
 
 action acquire_machine::retry(state then, error_code ec) {
+  if (hunting_) return hunt(ec);
   if (++attempts_ > settings_.retry.max_attempts) {
-    if (create_unknown_ && dlock::detail::log_enabled(log_level::warning))
-      dlock::detail::log(log_level::warning,
-                         "zk lock: retries exhausted while a create's outcome was unknown under " +
-                             settings_.lock_path + "; a node with GUID " + guid_ +
-                             " may remain until the session ends");
+    if (create_unknown_) return hunt(ec);
     return cleanup(ec);
   }
   auto delay = settings_.retry.initial_backoff * (1LL << std::min(attempts_ - 1, 20));
   delay_ = std::min(std::chrono::duration_cast<std::chrono::milliseconds>(delay), settings_.retry.max_backoff);
   after_backoff_ = then;
+  return go(state::backing_off, action::backoff);
+}
+
+// Retries ran out while a create's outcome was unknown: our node may exist
+// and would block the lock (us included) for as long as the session lives.
+// The acquire fails with `ec` now; the search for the node by its GUID goes
+// on, unbounded but paced, until it is found and deleted, proven absent, or
+// the session ends (taking the node with it).
+action acquire_machine::hunt(error_code ec) {
+  if (!hunting_) {
+    hunting_ = true;
+    result_ = ec;
+    if (dlock::detail::log_enabled(log_level::info))
+      dlock::detail::log(log_level::info, "zk lock: looking for a node with GUID " + guid_ + " under " +
+                                              settings_.lock_path + " in the background");
+  }
+  delay_ = settings_.retry.max_backoff;
+  after_backoff_ = state::recovering;
   return go(state::backing_off, action::backoff);
 }
 
@@ -258,8 +290,6 @@ action acquire_machine::resume(state s) {
     case state::listing:
       if (cancelled_) return cleanup(cancel_reason_);
       return go(state::listing, action::list);
-    case state::removing_stale:
-      return go(state::removing_stale, action::remove);
     case state::cleaning:
       return go(state::cleaning, action::remove);
     default:
@@ -317,15 +347,13 @@ action acquire_machine::on_listed(reply r, std::span<const std::string> children
           target_path_ = join(settings_.lock_path, *child);
           return go(state::checking_owner, action::check_owner);
         }
-        create_unknown_ = false;  // the create never happened
-        return create();
+        return create_never_happened();
       case step_result::no_node:
-        create_unknown_ = false;
-        return create();
+        return create_never_happened();
       case step_result::connection_loss:
         return retry(state::recovering, r.ec);
       default:
-        return finish(r.ec);
+        return finish(hunting_ ? result_ : r.ec);
     }
   }
   switch (r.result) {
@@ -364,27 +392,35 @@ action acquire_machine::decide_after_listing(std::span<const std::string> childr
   }
 }
 
+action acquire_machine::create_never_happened() {
+  create_unknown_ = false;
+  if (hunting_) return finish(result_);  // nothing of ours is left
+  return create();
+}
+
 action acquire_machine::on_owner(reply r, std::int64_t ephemeral_owner, std::int64_t czxid,
                                  std::int64_t session_id) {
   switch (r.result) {
     case step_result::ok:
       if (ephemeral_owner != session_id) {
-        // A node of an old session: never adopt it (Curator once granted two
-        // holders that way); delete it and create afresh.
-        return go(state::removing_stale, action::remove);
+        // Not ours: our create on an expired session died with it, so this
+        // is someone else's node with the same GUID (a forked twin, say).
+        // Never adopt it (Curator once granted two holders that way) and
+        // never delete it (it may be the holder's).
+        return create_never_happened();
       }
       own_path_ = target_path_;
       czxid_ = czxid;
       create_unknown_ = false;
       attempts_ = 0;
+      if (hunting_) return cleanup(result_);
       return resume(state::listing);
     case step_result::no_node:
-      create_unknown_ = false;
-      return create();
+      return create_never_happened();
     case step_result::connection_loss:
       return retry(state::recovering, r.ec);
     default:
-      return finish(r.ec);
+      return finish(hunting_ ? result_ : r.ec);
   }
 }
 
@@ -425,18 +461,6 @@ action acquire_machine::on_watch_fired(reply r) {
 }
 
 action acquire_machine::on_removed(reply r) {
-  if (state_ == state::removing_stale) {
-    switch (r.result) {
-      case step_result::ok:
-      case step_result::no_node:
-        create_unknown_ = false;
-        return create();
-      case step_result::connection_loss:
-        return retry(state::removing_stale, r.ec);
-      default:
-        return finish(r.ec);
-    }
-  }
   // Cleaning our own node: retried for as long as the session lives, since a
   // node left behind would block the lock for everyone.
   if (r.result == step_result::connection_loss) {

@@ -38,6 +38,9 @@ class sequential_acquire_op final : public acquire_op_base {
 
   void run(action next) {
     current_ = next;
+    // Failed while a create's outcome was unknown: the caller hears it now,
+    // the search for that node goes on in the background.
+    if (machine_.hunting()) complete(machine_.result());
     if (!completed()) core_->own_path = machine_.own_path();  // visible as node_path() while acquiring
     auto& zk = core_->zk;
     auto self = shared();
@@ -57,6 +60,7 @@ class sequential_acquire_op final : public acquire_op_base {
                     if (!ec && !st) ec = zk::error::no_node;
                     auto owner = st ? st->ephemeral_owner : 0;
                     auto czxid = st ? st->czxid : 0;
+                    self->owner_ = owner;
                     self->run(self->machine_.on_owner({classify(ec), ec}, owner, czxid, self->core_->zk.session_id()));
                   }));
         return;
@@ -132,13 +136,14 @@ class sequential_acquire_op final : public acquire_op_base {
     children_ = {};
     auto created = std::move(created_);
     created_ = {};
+    if (!create_ec_) owner_ = created.stat.ephemeral_owner;
     run(machine_.on_created({classify(create_ec_), create_ec_}, created.path, created.stat.czxid,
                             {classify(list_ec_), list_ec_}, children));
   }
 
   void finish() {
     auto ec = machine_.result();
-    if (!ec && !completed()) core_->on_acquired(machine_.own_path(), machine_.fencing_token());
+    if (!ec && !completed()) core_->on_acquired(machine_.own_path(), machine_.fencing_token(), owner_);
     complete(ec);
   }
 
@@ -152,6 +157,7 @@ class sequential_acquire_op final : public acquire_op_base {
   action current_ = action::done;
   std::size_t pending_ = 0;
   error_code create_ec_, list_ec_, ensure_error_;
+  std::int64_t owner_ = 0;  // the session that created our node
   zk::created created_;
   std::vector<std::string> children_;
 };

@@ -41,15 +41,15 @@ class simple_acquire_op final : public acquire_op_base {
     phase_ = phase::creating;
     core_->zk.create(core_->path, core_->options.identifier, create_mode::ephemeral,
                      on_strand([self = shared()](error_code ec, zk::created made) {
-                       self->on_created(ec, made.stat.czxid);
+                       self->on_created(ec, made.stat);
                      }));
   }
 
-  void on_created(error_code ec, std::int64_t czxid) {
+  void on_created(error_code ec, const zk::stat& made) {
     switch (classify(ec)) {
       case step_result::ok:
-        if (cancelled_) return remove_ours(reason_);
-        return acquired(czxid);
+        if (cancelled_) return remove_ours(made, reason_);
+        return acquired(made);
       case step_result::node_exists:
         return check();
       case step_result::no_node:
@@ -71,6 +71,7 @@ class simple_acquire_op final : public acquire_op_base {
   }
 
   void on_checked(error_code ec, const std::optional<zk::stat>& st) {
+    if (hunting_) return on_hunted(ec, st);
     auto result = classify(ec);
     if (result == step_result::connection_loss) return backoff(ec, [](simple_acquire_op& op) { op.check(); });
     if (result != step_result::ok) return complete(ec);
@@ -82,8 +83,8 @@ class simple_acquire_op final : public acquire_op_base {
     if (create_unknown_ && st->ephemeral_owner == core_->zk.session_id()) {
       watch_.cancel();
       create_unknown_ = false;  // our lost create did happen
-      if (cancelled_) return remove_ours(reason_);
-      return acquired(st->czxid);
+      if (cancelled_) return remove_ours(*st, reason_);
+      return acquired(*st);
     }
     create_unknown_ = false;
     if (cancelled_) return complete(reason_);
@@ -128,7 +129,14 @@ class simple_acquire_op final : public acquire_op_base {
 
   template <class Next>
   void backoff(error_code ec, Next next) {
-    if (++attempts_ > core_->options.retry.max_attempts) return complete(ec);
+    if (++attempts_ > core_->options.retry.max_attempts && !hunting_) {
+      if (!create_unknown_) return complete(ec);
+      // Our create may have been applied, and the node would block the lock
+      // (us included) while the session lives: fail now, and look for it in
+      // the background until found and deleted, absent, or the session ends.
+      hunting_ = true;
+      complete(ec);
+    }
     phase_ = phase::backing_off;
     if (!timer_) timer_.emplace(core_->strand);
     auto delay = core_->options.retry.initial_backoff * (1 << std::min(attempts_ - 1, 16));
@@ -136,15 +144,23 @@ class simple_acquire_op final : public acquire_op_base {
     timer_->async_wait(on_strand([self = shared(), next](error_code) { next(*self); }));
   }
 
-  // Cancelled after our create succeeded: delete the node, then report.
-  void remove_ours(error_code report) {
+  void on_hunted(error_code ec, const std::optional<zk::stat>& st) {
+    watch_.cancel();
+    auto result = classify(ec);
+    if (result == step_result::connection_loss) return backoff(ec, [](simple_acquire_op& op) { op.check(); });
+    if (result == step_result::ok && st && st->ephemeral_owner == core_->zk.session_id()) remove_ours(*st, {});
+  }
+
+  // Our node (cancelled after the create succeeded, or found by the hunt):
+  // delete it if still ours, then report.
+  void remove_ours(const zk::stat& made, error_code report) {
     phase_ = phase::removing;
-    start_node_removal(core_, core_->path, report,
+    start_node_removal(core_, {core_->path, made.czxid, made.ephemeral_owner}, report,
                        on_strand([self = shared()](error_code ec) { self->complete(ec); }));
   }
 
-  void acquired(std::int64_t czxid) {
-    core_->on_acquired(core_->path, czxid);
+  void acquired(const zk::stat& made) {
+    core_->on_acquired(core_->path, made.czxid, made.ephemeral_owner);
     complete({});
   }
 
@@ -158,6 +174,7 @@ class simple_acquire_op final : public acquire_op_base {
   phase phase_ = phase::creating;
   bool cancelled_ = false;
   bool create_unknown_ = false;
+  bool hunting_ = false;  // failed; looking for the node our unanswered create may have made
   error_code reason_;
   error_code ensure_error_;
   std::size_t pending_ = 0;

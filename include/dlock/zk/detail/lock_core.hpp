@@ -37,8 +37,9 @@ lock_core_ptr make_lock_core(client& zk, std::string path, lock_role role, lock_
 /// background, stops watching the session.
 void close_lock_core(const lock_core_ptr& core) noexcept;
 
+/// `identifier`, if not empty, replaces the lock's node data from this acquire on.
 void start_acquire(const lock_core_ptr& core, acquire_mode mode, std::chrono::steady_clock::duration limit,
-                   asio::any_completion_handler<void(error_code)> handler);
+                   asio::any_completion_handler<void(error_code)> handler, std::string identifier = {});
 void start_release(const lock_core_ptr& core, asio::any_completion_handler<void(error_code)> handler);
 void start_participants(const lock_core_ptr& core,
                         asio::any_completion_handler<void(error_code, std::vector<std::string>)> handler);

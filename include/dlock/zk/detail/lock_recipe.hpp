@@ -118,7 +118,7 @@ class acquire_machine {
     check_owner,      ///< read the Stat of target_path() (ephemeralOwner, czxid)
     watch,            ///< get target_path() with a watch (no watch is left on NONODE)
     wait,             ///< wait for that watch to fire
-    remove,           ///< delete target_path() (our node, or a stale one of an old session)
+    remove,           ///< delete target_path(): our node, checked ours (czxid, owner)
     backoff,          ///< sleep delay()
     done,             ///< complete with result()
   };
@@ -163,17 +163,22 @@ class acquire_machine {
   bool cleaning() const noexcept {
     return state_ == state::cleaning || (state_ == state::backing_off && after_backoff_ == state::cleaning);
   }
+  /// True once the acquire has failed (with result()) and only the search
+  /// for a node our unanswered create may have made goes on.
+  bool hunting() const noexcept { return hunting_; }
 
  private:
   enum class state {
     idle, ensuring, creating, recovering, checking_owner, listing, watching, waiting,
-    removing_stale, cleaning, backing_off, finished,
+    cleaning, backing_off, finished,
   };
 
   action decide_after_listing(std::span<const std::string> children);
   action retry(state then, error_code ec);
   action resume(state s);
   action cleanup(error_code ec);
+  action hunt(error_code ec);
+  action create_never_happened();
   action finish(error_code ec);
   action fail(reply r);
   action create();
@@ -187,6 +192,7 @@ class acquire_machine {
   state state_ = state::idle;
   state after_backoff_ = state::idle;
   bool create_unknown_ = false;  // a create's reply was lost: our node may exist
+  bool hunting_ = false;         // failed; searching for that node in the background
   bool cancelled_ = false;
   error_code cancel_reason_;
   error_code result_;
