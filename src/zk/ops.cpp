@@ -29,6 +29,12 @@ void on_data(int rc, const char* value, int length, const Stat* st, const void* 
   else op->complete(reply_error(rc), {}, {});
 }
 
+void on_synced(int rc, const char*, const void* context) {
+  auto op = take_c_hold<request<>>(context);
+  op->owner->reply_received();
+  op->complete(reply_error(rc));
+}
+
 void on_set(int rc, const Stat* st, const void* context) {
   auto op = take_c_hold<request<zk::stat>>(context);
   op->owner->reply_received();
@@ -67,6 +73,14 @@ void start_create(const session_ptr& s, std::string path, std::string data, crea
   send_on_strand(s, op, [s, path = std::move(path), data = std::move(data), mode](zhandle_t* zh, pending_base* ctx) {
     return zoo_acreate2(zh, path.c_str(), data.data(), static_cast<int>(data.size()), s->default_acl(), c_mode(mode),
                         &on_created, ctx);
+  });
+}
+
+void start_sync(const session_ptr& s, std::string path, handler<> h) {
+  auto op = make_request<request<>>(s, std::move(h));
+  if (!check_path(op, path)) return;
+  send_on_strand(s, op, [path = std::move(path)](zhandle_t* zh, pending_base* ctx) {
+    return zoo_async(zh, path.c_str(), &on_synced, ctx);
   });
 }
 

@@ -107,6 +107,8 @@ asio::awaitable<void> every_operation(zk::client& c, std::string base) {
   BOOST_TEST((e17 == zk::error::no_node));
   auto [e18, no_set] = co_await c.set(base, "x", -1, tuple);
   BOOST_TEST((e18 == zk::error::no_node));
+  auto [e19] = co_await c.sync("/", tuple);
+  BOOST_TEST(!e19, e19.message());
 
   co_await c.close();
   BOOST_TEST((c.state() == session_state::closed));
@@ -131,6 +133,8 @@ asio::awaitable<void> invalid_paths(zk::client& c) {
     BOOST_TEST((e6 == dlock::error::invalid_argument));
     auto [e7, event] = co_await w.wait(tuple);
     BOOST_TEST((e7 == dlock::error::invalid_argument));
+    auto [e8] = co_await c.sync(p, tuple);
+    BOOST_TEST((e8 == dlock::error::invalid_argument));
   }
   BOOST_TEST(c.stats().requests_sent == sent);  // nothing was sent
   co_await c.close();

@@ -41,6 +41,7 @@ void start_exists(const session_ptr& s, std::string path, watch* w,
 void start_get_children(const session_ptr& s, std::string path, watch* w,
                         handler<std::vector<std::string>, stat> h);
 void start_multi(const session_ptr& s, std::vector<op> ops, handler<multi_result> h);
+void start_sync(const session_ptr& s, std::string path, handler<> h);
 
 template <class Token>
 concept not_a_watch = !std::is_same_v<std::remove_cvref_t<Token>, zk::watch>;
@@ -139,6 +140,20 @@ class client {
   template <class CompletionToken = default_token>
   auto get(std::string path, watch& w, CompletionToken&& token = {}) {
     return get_impl(std::move(path), &w, std::forward<CompletionToken>(token));
+  }
+
+  /// ZooKeeper's `sync`: the member this session talks to catches up with the
+  /// leader first, so reads sent after it see every write committed before
+  /// it (a member may otherwise serve slightly stale reads). Pipeline the
+  /// read right behind it: a session's requests run in order.
+  /// Signature: `void(error_code)`.
+  template <class CompletionToken = default_token>
+  auto sync(std::string path, CompletionToken&& token = {}) {
+    return asio::async_initiate<CompletionToken, void(error_code)>(
+        [](auto h, detail::session_ptr s, std::string p) {
+          detail::start_sync(s, std::move(p), detail::handler<>(std::move(h)));
+        },
+        token, impl_, std::move(path));
   }
 
   /// Replaces the data if the version matches (-1: any). Signature: `void(error_code, stat)`.

@@ -50,6 +50,8 @@ class sequential_acquire_op final : public acquire_op_base {
       case action::create_and_list:
         return create_and_list();
       case action::list:
+        if (machine_.recovering())  // its error, if any, repeats in the listing
+          zk.sync(machine_.lock_path(), on_strand([](error_code) {}));
         zk.get_children(machine_.lock_path(),
                         on_strand([self](error_code ec, std::vector<std::string> children, zk::stat) {
                           self->run(self->machine_.on_listed({classify(ec), ec}, children));

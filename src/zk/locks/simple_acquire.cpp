@@ -65,6 +65,9 @@ class simple_acquire_op final : public acquire_op_base {
   // Who holds it? Arms a watch on the node at the same time.
   void check() {
     phase_ = phase::checking;
+    // After a lost create reply, a member we reconnected to must catch up
+    // first, or it could answer before our create committed.
+    if (create_unknown_) core_->zk.sync(core_->path, on_strand([](error_code) {}));  // its error repeats below
     core_->zk.exists(core_->path, watch_, on_strand([self = shared()](error_code ec, std::optional<zk::stat> st) {
                        self->on_checked(ec, st);
                      }));

@@ -163,6 +163,10 @@ class acquire_machine {
   bool cleaning() const noexcept {
     return state_ == state::cleaning || (state_ == state::backing_off && after_backoff_ == state::cleaning);
   }
+  /// True while looking for our node after a create's reply was lost: the
+  /// listing must follow a `sync`, or a member we reconnected to could list
+  /// the children before our create (sent on the old connection) committed.
+  bool recovering() const noexcept { return state_ == state::recovering; }
   /// True once the acquire has failed (with result()) and only the search
   /// for a node our unanswered create may have made goes on.
   bool hunting() const noexcept { return hunting_; }
