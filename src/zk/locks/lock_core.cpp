@@ -73,6 +73,8 @@ class removal_op : public std::enable_shared_from_this<removal_op> {
         timer_(core_->strand) {}
 
   void start() {
+    if (core_->zk.state() == session_state::closed)
+      return complete(report_ ? report_ : make_error_code(dlock::error::closed));
     if (core_->zk.session_id() != node_.session) {
       // The session that owned the node ended, and took the node with it.
       return complete(report_ ? report_ : make_error_code(zk::error::session_expired));
