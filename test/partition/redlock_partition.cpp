@@ -112,6 +112,42 @@ asio::awaitable<void> one_master_cut(asio::any_io_executor ex) {
   close_all(masters_b);
 }
 
+// A lock kept alive by auto-extension while one of its masters stays cut for
+// several TTLs: the extensions succeed on the other four, the lock is never
+// lost, and nobody else gets it meanwhile.
+asio::awaitable<void> auto_extend_across_a_cut(asio::any_io_executor ex) {
+  auto masters_a = co_await connect_masters(ex);
+  auto masters_b = co_await connect_masters(ex);
+  const auto ttl = 1000ms;
+  auto key = dlock::test::unique_name("redlock-part-extend");
+  auto options = partition_options(ttl);
+  options.auto_extend = true;
+  redis::redlock a(ex, masters_a, key, options);
+  redis::redlock b(ex, masters_b, key, partition_options(ttl));
+  auto lock_a = a.acquire(tuple_token);
+  auto [ec_a] = co_await std::move(lock_a);
+  BOOST_REQUIRE_MESSAGE(!ec_a, ec_a.message());
+  {
+    partition::healer healer;
+    cut_masters({0});
+    for (int round = 0; round < 6; ++round) {  // three TTLs
+      co_await sleep_for(ttl / 2);
+      auto try_b = b.try_acquire(tuple_token);
+      auto [ec_b] = co_await std::move(try_b);
+      BOOST_TEST((ec_b == dlock::error::taken), "round " << round << ": " << ec_b.message() << " " << b.last_outcomes());
+    }
+    BOOST_TEST(!a.loss().lost(), a.loss().reason().message() << " " << a.last_outcomes());
+    BOOST_TEST(a.held());
+    BOOST_TEST_MESSAGE("a's last extension with master 0 cut: " << a.last_outcomes());
+  }
+  auto release_a = a.release(tuple_token);
+  auto [ec_rel, released] = co_await std::move(release_a);
+  BOOST_TEST(!ec_rel, ec_rel.message());
+  BOOST_TEST(co_await key_gone_everywhere(key, ttl), "a key is left behind");
+  close_all(masters_a);
+  close_all(masters_b);
+}
+
 // (4) Three of five masters cut: no majority, acquire fails with no_quorum,
 // and once healed (and the TTL passed) no key is left on any master.
 asio::awaitable<void> three_masters_cut(asio::any_io_executor ex) {
@@ -149,6 +185,7 @@ asio::awaitable<void> three_masters_cut(asio::any_io_executor ex) {
 BOOST_AUTO_TEST_SUITE(redlock_partition)
 
 BOOST_AUTO_TEST_CASE(one_master_cut_keeps_the_lock_and_admits_no_second_holder) { run(one_master_cut); }
+BOOST_AUTO_TEST_CASE(auto_extension_keeps_the_lock_across_a_cut_master) { run(auto_extend_across_a_cut); }
 BOOST_AUTO_TEST_CASE(three_masters_cut_fail_with_no_quorum_and_leave_no_key) { run(three_masters_cut); }
 
 BOOST_AUTO_TEST_SUITE_END()

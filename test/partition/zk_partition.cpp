@@ -159,7 +159,7 @@ asio::awaitable<void> release_both(zk::client& holder_zk, zk::mutex& holder, zk:
 asio::awaitable<void> client_cut_from_its_member(zk::loss_policy policy) {
   auto ex = co_await asio::this_coro::executor;
   // The holder knows only member 1, so the cut keeps it away until its session expires.
-  zk::client holder_zk(ex, dlock::test::zk_options(address(1), 2s));
+  zk::client holder_zk(ex, dlock::test::zk_options(address(1), 3s));
   zk::client contender_zk(ex, dlock::test::zk_options(address(2) + "," + address(3), 4s));
   co_await holder_zk.connect();
   co_await contender_zk.connect();
@@ -206,6 +206,71 @@ asio::awaitable<void> client_cut_from_its_member(zk::loss_policy policy) {
   }
   partition::heal_all();
   co_await release_both(holder_zk, holder, contender, loss->reason);
+  co_await holder_zk.close();
+  co_await contender_zk.close();
+}
+
+// --- (1b) the same cut, but the holder knows the other members too ---
+
+asio::awaitable<void> until_done(std::shared_ptr<loss_seen> loss) {
+  auto deadline = clock_type::now() + dlock::test::patience;
+  while (!loss->done && clock_type::now() < deadline) co_await sleep_for(10ms);
+  BOOST_REQUIRE_MESSAGE(loss->done, "the holder was never told of a loss");
+}
+
+/// The holder moves to another member within the session timeout: the
+/// session lives on, and so does its node. The standard policy has told the
+/// loss all the same; the contender must still wait until the holder releases
+/// (release after a loss deletes the node while the session lives).
+asio::awaitable<void> client_cut_moves_to_another_member() {
+  auto ex = co_await asio::this_coro::executor;
+  // A session long enough to outlast the detection (2/3 of it) and the move.
+  zk::client holder_zk(ex, dlock::test::zk_options(address(1) + "," + address(2) + "," + address(3), 6s));
+  co_await holder_zk.connect();
+  // The holder is on whichever member its client picked: that one is cut,
+  // and the contender talks to the other two.
+  const auto server = holder_zk.current_server();
+  const int holder_member = std::stoi(server.substr(server.rfind(':') + 1)) - port_base() - 10;
+  std::string others;
+  for (int m = 1; m <= 3; ++m)
+    if (m != holder_member) others += (others.empty() ? "" : ",") + address(m);
+  zk::client contender_zk(ex, dlock::test::zk_options(others, 4s));
+  co_await contender_zk.connect();
+  auto path = lock_path("client-cut-moves");
+  zk::mutex holder(holder_zk, path);  // standard policy
+  zk::mutex contender(contender_zk, path);
+  co_await holder.acquire();
+  const auto session = holder_zk.session_id();
+  auto loss = std::make_shared<loss_seen>();
+  auto grant = std::make_shared<grant_seen>();
+  asio::co_spawn(ex, watch_loss(holder, loss), asio::detached);
+  asio::co_spawn(ex, contend(contender, holder, grant), asio::detached);
+  co_await until_queued(holder);
+
+  partition::healer healer;
+  partition::isolate_port(client_port(holder_member));
+  co_await until_done(loss);
+  BOOST_TEST(loss->reason == make_error_code(zk::error::connection_loss), loss->reason.message());
+  BOOST_TEST(!holder.held());
+  auto state = co_await dlock::test::wait_for_state(holder_zk, zk::session_state::reconnected);
+  BOOST_REQUIRE(state == zk::session_state::reconnected);
+  BOOST_TEST(holder_zk.session_id() == session, "the session survived the move");
+  BOOST_TEST_MESSAGE("the holder moved from zk" << holder_member << " to " << holder_zk.current_server());
+  // The holder's node still exists: the contender has not been granted.
+  auto [ec, ids] = co_await holder.participants(tuple);
+  BOOST_TEST(!ec, ec.message());
+  BOOST_TEST(ids.size() == 2u, "both nodes still queued");
+  BOOST_TEST(!grant->done, "the contender was granted while the holder's node existed");
+
+  auto [release_ec] = co_await holder.release(tuple);
+  BOOST_TEST(release_ec == loss->reason, "release after the loss reports it: " << release_ec.message());
+  auto deadline = clock_type::now() + dlock::test::patience;
+  while (!grant->done && clock_type::now() < deadline) co_await sleep_for(10ms);
+  BOOST_REQUIRE_MESSAGE(grant->done, "the contender never acquired after the release");
+  BOOST_TEST(!grant->ec, grant->ec.message());
+  BOOST_TEST(contender.held());
+  co_await contender.release();
+  partition::heal_all();
   co_await holder_zk.close();
   co_await contender_zk.close();
 }
@@ -291,6 +356,11 @@ BOOST_AUTO_TEST_CASE(client_cut_from_its_member_standard_policy_loses_before_a_c
 BOOST_AUTO_TEST_CASE(client_cut_from_its_member_session_policy) {
   asio::io_context io;
   run_coroutine(io, client_cut_from_its_member(zk::loss_policy::session));
+}
+
+BOOST_AUTO_TEST_CASE(client_cut_from_its_member_moves_on_and_its_node_blocks_the_contender_until_released) {
+  asio::io_context io;
+  run_coroutine(io, client_cut_moves_to_another_member());
 }
 
 BOOST_AUTO_TEST_CASE(leader_cut_from_its_followers_loses_the_lock_through_it) {
