@@ -3,6 +3,8 @@
 //   cut_after(op, delay, nth)  forward the nth request of an opcode, then drop
 //                              the connection before its reply ("applied,
 //                              reply lost");
+//   cut_before(op, nth)        drop the nth request of an opcode unsent and
+//                              cut the connection ("lost, never applied");
 //   hold_replies(op, d, nth)   after the nth request of an opcode, hold every
 //                              reply for `d` (a reply late past a timeout);
 //   refuse_for(d)              reset every new connection for `d` (a member
@@ -10,6 +12,8 @@
 //   black_hole(on)             forward nothing either way, close nothing (a
 //                              silent partition);
 //   cut_all()                  drop every open connection now.
+// Each call arms one trigger, which fires once; triggers armed together
+// count their requests independently (for one opcode, the first armed counts).
 // It also counts the requests it forwarded per opcode, so a test can run an
 // operation once to count its steps, then once per step with a fault there.
 #pragma once
@@ -25,6 +29,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -88,13 +93,20 @@ class zk_cutting_proxy {
   /// and cut the connection before the reply reaches the client.
   void cut_after(std::int32_t opcode, std::chrono::milliseconds delay, int nth = 1) {
     std::lock_guard lock(state_->mutex);
-    state_->trigger = {trigger_kind::cut, opcode, nth, delay};
+    state_->triggers.push_back({trigger_kind::cut, opcode, nth, delay});
+  }
+  /// The `nth` next request with this opcode is not forwarded: the connection
+  /// is cut instead, so the client sees a connection loss for a request the
+  /// server never got.
+  void cut_before(std::int32_t opcode, int nth = 1) {
+    std::lock_guard lock(state_->mutex);
+    state_->triggers.push_back({trigger_kind::drop, opcode, nth, {}});
   }
   /// After the `nth` next request with this opcode is forwarded, every reply
   /// of that connection waits until `hold` has passed (order is kept).
   void hold_replies(std::int32_t opcode, std::chrono::milliseconds hold, int nth = 1) {
     std::lock_guard lock(state_->mutex);
-    state_->trigger = {trigger_kind::hold, opcode, nth, hold};
+    state_->triggers.push_back({trigger_kind::hold, opcode, nth, hold});
   }
   /// Every connection accepted in the next `d` is reset at once.
   void refuse_for(std::chrono::milliseconds d) {
@@ -112,7 +124,7 @@ class zk_cutting_proxy {
     });
     done.get_future().wait();
   }
-  /// Faults injected so far (cuts and holds).
+  /// Faults injected so far (cuts, drops and holds).
   int cuts() const { return state_->cuts; }
   /// Requests forwarded so far with this opcode.
   int forwarded(std::int32_t opcode) const {
@@ -130,7 +142,7 @@ class zk_cutting_proxy {
   }
 
  private:
-  enum class trigger_kind { none, cut, hold };
+  enum class trigger_kind { none, cut, hold, drop };
   struct fault_trigger {
     trigger_kind kind = trigger_kind::none;
     std::int32_t opcode = -1;
@@ -164,15 +176,19 @@ class zk_cutting_proxy {
       acceptor.close(ignored);
       close_all();
     }
-    // What a forwarded request triggers, under the mutex.
+    // What a request about to be forwarded triggers, under the mutex.
     fault_trigger on_request(std::int32_t opcode) {
       std::lock_guard lock(mutex);
       ++counts[opcode];
-      bool matches = trigger.opcode == opcode || (trigger.opcode == zk_opcode::any && opcode != zk_opcode::ping);
-      if (trigger.kind == trigger_kind::none || !matches || --trigger.nth > 0) return {};
-      auto fired = trigger;
-      trigger = {};
+      auto matches = [opcode](auto& t) {
+        return t.opcode == opcode || (t.opcode == zk_opcode::any && opcode != zk_opcode::ping);
+      };
+      auto it = std::find_if(triggers.begin(), triggers.end(), matches);
+      if (it == triggers.end() || --it->nth > 0) return {};
+      auto fired = *it;
+      triggers.erase(it);
       ++cuts;
+      if (fired.kind == trigger_kind::drop) --counts[opcode];  // not forwarded after all
       return fired;
     }
     bool refusing() {
@@ -183,7 +199,7 @@ class zk_cutting_proxy {
     tcp::acceptor acceptor;
     tcp::endpoint server;
     mutable std::mutex mutex;
-    fault_trigger trigger;
+    std::vector<fault_trigger> triggers;  // armed, each fires once
     std::map<std::int32_t, int> counts;
     clock::time_point refuse_until{};
     std::atomic<bool> black_holed{false};
@@ -263,10 +279,10 @@ class zk_cutting_proxy {
         opcode = static_cast<std::int32_t>((std::uint32_t(frame[8]) << 24) | (std::uint32_t(frame[9]) << 16) |
                                            (std::uint32_t(frame[10]) << 8) | std::uint32_t(frame[11]));
       first = false;
+      auto fired = opcode < 0 ? fault_trigger{} : s->on_request(opcode);
+      if (fired.kind == trigger_kind::drop) break;  // never sent: cut now
       auto [write_ec, w] = co_await boost::asio::async_write(*l->upstream, boost::asio::buffer(frame), with_ec);
       if (write_ec) break;
-      if (opcode < 0) continue;
-      auto fired = s->on_request(opcode);
       if (fired.kind == trigger_kind::hold) l->hold_until = clock::now() + fired.delay;
       if (fired.kind == trigger_kind::cut) {
         // Stop relaying replies at once, give the server time to apply the request, then cut.

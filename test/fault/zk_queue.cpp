@@ -7,17 +7,22 @@
 #include "common/zk_cutting_proxy.hpp"
 
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <boost/test/unit_test.hpp>
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 
 namespace asio = boost::asio;
 namespace zk = dlock::zk;
@@ -173,9 +178,229 @@ asio::awaitable<void> lost_removal_reply(std::string path) {
   co_await c.close(with_ec);
 }
 
+// ---- helpers for the proxy cases ----
+
+zk::options through(const dlock::test::zk_cutting_proxy& proxy, std::chrono::milliseconds session_timeout) {
+  zk::options o;
+  o.hosts = proxy.address();
+  o.session_timeout = session_timeout;
+  return o;
+}
+
+zk::options direct() {
+  zk::options o;
+  o.hosts = dlock::test::zk_hosts();
+  o.session_timeout = 10s;
+  return o;
+}
+
+// Waits (bounded, never a timing assertion) until `condition` holds.
+asio::awaitable<bool> eventually(std::function<bool()> condition, std::chrono::milliseconds bound = 30s) {
+  for (auto waited = 0ms; waited < bound; waited += 10ms) {
+    if (condition()) co_return true;
+    co_await sleep_for(10ms);
+  }
+  co_return condition();
+}
+
+// Ends the session `id` from another connection (it closes it), as the
+// servers do when a session expires; its ephemeral nodes go at once.
+asio::awaitable<void> end_session(std::int64_t id, std::string password) {
+  zk::options same = direct();
+  same.session_id = id;
+  same.session_password = std::move(password);
+  same.reopen_on_expiry = false;
+  zk::client twin(co_await asio::this_coro::executor, same);
+  co_await twin.connect();
+  co_await twin.close();
+}
+
+asio::awaitable<void> delete_tree(zk::client& c, std::string path) {
+  auto [ec, children, st] = co_await c.get_children(path, with_ec);
+  for (const auto& child : children) co_await delete_tree(c, path + "/" + child);
+  co_await c.remove(path, -1, with_ec);
+}
+
+template <class... T>
+struct outcome_of {
+  std::optional<std::tuple<error_code, T...>> value;
+};
+
+template <class Result, class Operation>
+asio::awaitable<void> record(Operation operation, std::shared_ptr<Result> into) {
+  into->value = co_await std::move(operation);
+}
+
+// ---- F6: a deadline during the removal delivers the item ----
+
+asio::awaitable<void> deadline_during_removal(std::string path) {
+  auto ex = co_await asio::this_coro::executor;
+  dlock::test::zk_cutting_proxy proxy(dlock::test::zk_hosts());
+  zk::client c(ex, through(proxy, 10s));
+  co_await c.connect();
+  zk::queue q(c, path);
+  auto [empty_ec, none] = co_await q.take_for(200ms, with_ec);
+  BOOST_TEST((empty_ec == dlock::error::timed_out), "an empty queue: " << empty_ec.message());
+  co_await q.offer("slow");
+  proxy.hold_replies(dlock::test::zk_opcode::remove, 1500ms);  // the removal outlives the deadline
+  auto [ec, item] = co_await q.take_for(300ms, with_ec);
+  BOOST_TEST(proxy.cuts() == 1);
+  BOOST_TEST(!ec, "take_for: " << ec.message());
+  BOOST_TEST(item == "slow");
+  BOOST_TEST(co_await q.size() == 0u);
+  co_await c.remove(path, -1, with_ec);
+  co_await c.close(with_ec);
+}
+
+// ---- S2: an uncertain delete followed by no_node is never a silent skip ----
+
+// The item's delete is lost (never applied) with the connection; the "still
+// there?" look says yes, but the node is gone by the retry (a late delete of
+// ours or another consumer's: the client cannot tell). The item must come
+// back as removal_uncertain, not vanish.
+asio::awaitable<void> stale_still_there(std::string path) {
+  auto ex = co_await asio::this_coro::executor;
+  dlock::test::zk_cutting_proxy proxy(dlock::test::zk_hosts());
+  zk::client c(ex, through(proxy, 10s)), other(ex, direct());
+  co_await c.connect();
+  co_await other.connect();
+  zk::queue q(c, path);
+  std::string name = co_await q.offer("x");
+  proxy.cut_before(dlock::test::zk_opcode::remove);
+  proxy.hold_replies(dlock::test::zk_opcode::exists, 1000ms);
+  auto polled = std::make_shared<outcome_of<std::optional<std::string>>>();
+  asio::co_spawn(ex, record(q.poll(with_ec), polled), asio::detached);
+  BOOST_REQUIRE(co_await eventually([&] { return proxy.cuts() == 2; }));  // the look was answered, and is held
+  co_await other.remove(path + "/" + name);
+  BOOST_REQUIRE(co_await eventually([&] { return polled->value.has_value(); }));
+  auto [ec, item] = *polled->value;
+  BOOST_TEST((ec == dlock::error::removal_uncertain), "got: " << ec.message() << (item ? " with an item" : ""));
+  BOOST_TEST((item == std::optional<std::string>("x")));
+  co_await delete_tree(other, path);
+  co_await c.close(with_ec);
+  co_await other.close();
+}
+
+// ---- F5: a claim whose create's outcome stayed unknown is not left behind ----
+
+asio::awaitable<void> unknown_claim_create(std::string path) {
+  auto ex = co_await asio::this_coro::executor;
+  dlock::test::zk_cutting_proxy proxy(dlock::test::zk_hosts());
+  zk::client c(ex, through(proxy, 20s)), other(ex, direct());
+  co_await c.connect();
+  co_await other.connect();
+  zk::queue qc(c, path), qo(other, path);
+  co_await qo.offer("x");
+  co_await other.create(path + ".claims", "");  // so the claim is the only create through the proxy
+  // The claim's create is applied, its reply lost, and the servers stay out
+  // of reach for longer than the retries last (but shorter than the session).
+  proxy.cut_after(dlock::test::zk_opcode::create2, 50ms);
+  proxy.refuse_for(8s);
+  asio::cancellation_signal stop;
+  auto claimed = std::make_shared<outcome_of<zk::claimed_item>>();
+  asio::co_spawn(ex, record(qc.take_claimed(asio::bind_cancellation_slot(stop.slot(), asio::as_tuple(asio::use_awaitable))), claimed),
+                 asio::detached);
+  BOOST_REQUIRE(co_await eventually([&] { return proxy.cuts() == 1; }));
+  // Past the refusal, and some more for the client to come back.
+  co_await eventually([&] { return claimed->value.has_value(); }, 12s);
+  if (!claimed->value) {
+    stop.emit(asio::cancellation_type::terminal);
+    BOOST_REQUIRE(co_await eventually([&] { return claimed->value.has_value(); }));
+  }
+  auto [ec, item] = *claimed->value;
+  BOOST_TEST_MESSAGE("take_claimed: " << (ec ? ec.message() : "claimed '" + item.data + "'"));
+  if (!ec) {
+    BOOST_TEST(item.data == "x");  // the claim was found and adopted: ours to ack
+    co_await qc.ack(item);
+  } else {
+    // Not handed out, so not kept: the claim goes while the session lives.
+    std::size_t claims_left = 1;
+    for (int i = 0; i < 1000 && claims_left > 0; ++i) {
+      auto [list_ec, claims, st] = co_await other.get_children(path + ".claims", with_ec);
+      if (!list_ec) claims_left = claims.size();
+      if (claims_left > 0) co_await sleep_for(20ms);
+    }
+    BOOST_TEST(claims_left == 0u, "a claim nobody knows of stayed behind");
+    BOOST_TEST((c.state() != zk::session_state::lost), "the session lived throughout");
+    auto [o_ec, o_item] = co_await qo.take_claimed(with_ec);
+    BOOST_TEST(o_item.data == "x");
+    co_await qo.ack(o_item);
+  }
+  co_await delete_tree(other, path);
+  co_await delete_tree(other, path + ".claims");
+  co_await c.close(with_ec);
+  co_await other.close();
+}
+
+// ---- F8: an ack retried across the end of its session deletes nothing ----
+
+asio::awaitable<void> ack_across_expiry(std::string path) {
+  auto ex = co_await asio::this_coro::executor;
+  dlock::test::zk_cutting_proxy proxy(dlock::test::zk_hosts());
+  zk::client a(ex, through(proxy, 10s)), b(ex, direct());
+  co_await a.connect();
+  co_await b.connect();
+  zk::queue qa(a, path), qb(b, path);
+  co_await qa.offer("job");
+  zk::claimed_item stale = co_await qa.take_claimed();
+  // A's ack: its item delete is lost unsent, and A stays cut off while its
+  // session ends and B claims the item.
+  proxy.cut_before(dlock::test::zk_opcode::remove);
+  proxy.refuse_for(1500ms);
+  auto acked = std::make_shared<outcome_of<>>();
+  auto id = a.session_id();
+  auto password = a.session_password();
+  asio::co_spawn(ex, record(qa.ack(stale, with_ec), acked), asio::detached);
+  BOOST_REQUIRE(co_await eventually([&] { return proxy.cuts() == 1; }));
+  co_await end_session(id, password);
+  zk::claimed_item current = co_await qb.take_claimed();
+  BOOST_TEST(current.name == stale.name);
+  BOOST_REQUIRE(co_await eventually([&] { return acked->value.has_value(); }));
+  auto [ack_ec] = *acked->value;
+  BOOST_TEST(ack_ec, "A's ack must not succeed: its claim ended with its session");
+  BOOST_TEST_MESSAGE("A's ack: " << ack_ec.message());
+  auto [item_ec, item] = co_await b.exists(path + "/" + current.name, with_ec);
+  BOOST_TEST(item.has_value(), "A's ack deleted the item B is processing");
+  auto [claim_ec, claim] = co_await b.exists(path + ".claims/" + current.name, with_ec);
+  BOOST_TEST((claim && claim->ephemeral_owner == b.session_id()), "A's ack deleted B's claim");
+  auto [b_ack] = co_await qb.ack(current, with_ec);
+  BOOST_TEST(!b_ack, "B's ack: " << b_ack.message());
+  co_await delete_tree(b, path);
+  co_await delete_tree(b, path + ".claims");
+  co_await a.close(with_ec);
+  co_await b.close();
+}
+
+void run_case(asio::awaitable<void> body) {
+  asio::io_context io;
+  bool done = false;
+  asio::co_spawn(io, std::move(body), [&](std::exception_ptr e) {
+    done = true;
+    if (e) std::rethrow_exception(e);
+  });
+  io.run();
+  BOOST_TEST(done);
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(zk_queue_fault)
+
+BOOST_AUTO_TEST_CASE(take_for_delivers_an_item_whose_removal_outlives_the_deadline) {
+  run_case(deadline_during_removal("/" + dlock::test::unique_name("dlock-queue-deadline")));
+}
+
+BOOST_AUTO_TEST_CASE(a_no_node_after_an_uncertain_delete_is_reported_not_skipped) {
+  run_case(stale_still_there("/" + dlock::test::unique_name("dlock-queue-stale")));
+}
+
+BOOST_AUTO_TEST_CASE(a_claim_create_of_unknown_outcome_leaves_no_claim_behind) {
+  run_case(unknown_claim_create("/" + dlock::test::unique_name("dlock-queue-claim")));
+}
+
+BOOST_AUTO_TEST_CASE(an_ack_retried_across_the_end_of_its_session_deletes_nothing) {
+  run_case(ack_across_expiry("/" + dlock::test::unique_name("dlock-queue-ack")));
+}
 
 BOOST_AUTO_TEST_CASE(a_lost_removal_reply_is_reported_never_silent) {
   asio::io_context io;

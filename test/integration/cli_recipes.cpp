@@ -1,6 +1,8 @@
 // `dlock elect`, `dlock leader` and `dlock queue` against the real ZooKeeper.
 #include "integration/cli_support.hpp"
 
+#include "common/zk_cutting_proxy.hpp"
+
 #include <boost/test/unit_test.hpp>
 
 using namespace cli_test;
@@ -24,6 +26,28 @@ std::vector<std::string> elect_args(const std::string& path, const std::string& 
 std::vector<std::string> queue_args(const std::string& path, std::vector<std::string> tail) {
   tail.insert(tail.begin(), path);
   return zk_args({"queue"}, tail);
+}
+
+std::vector<std::string> queue_args_via(const std::string& hosts, const std::string& path,
+                                        std::vector<std::string> tail) {
+  std::vector<std::string> args{"queue", "--zk", hosts, path};
+  args.insert(args.end(), tail.begin(), tail.end());
+  return args;
+}
+
+// A take stopped (by --timeout or a signal) while its item's removal is in
+// flight: the item is printed (status 0) or left in the queue, never dropped.
+void check_item_kept(int status, const std::string& printed, const std::string& path, const std::string& item) {
+  BOOST_TEST_MESSAGE("take: status " << status << ", printed '" << printed << "'");
+  if (printed.empty()) {
+    scratch dir;
+    auto out = dir.file("peek");
+    BOOST_CHECK_EQUAL(run_dlock(queue_args(path, {"peek"}), out), 0);
+    BOOST_CHECK_EQUAL(read_file(out), item + "\n");  // left in the queue
+  } else {
+    BOOST_CHECK_EQUAL(printed, item + "\n");
+    BOOST_CHECK_EQUAL(status, 0);
+  }
 }
 
 }  // namespace
@@ -108,6 +132,32 @@ BOOST_AUTO_TEST_CASE(queue_take_gets_an_item_put_by_another_process) {
   BOOST_CHECK_EQUAL(run_dlock(queue_args(path, {"put", "late"})), 0);
   BOOST_CHECK_EQUAL(taker->wait(), 0);
   BOOST_CHECK_EQUAL(read_file(taken), "late\n");
+}
+
+BOOST_AUTO_TEST_CASE(queue_take_timing_out_during_the_removal_keeps_the_item) {
+  scratch dir;
+  auto path = "/dlock-test/" + dlock::test::unique_name("cli-queue");
+  dlock::test::zk_cutting_proxy proxy(dlock::test::zk_hosts());
+  BOOST_CHECK_EQUAL(run_dlock(queue_args(path, {"put", "x"})), 0);
+  proxy.hold_replies(dlock::test::zk_opcode::remove, 2s);  // the removal outlives the timeout
+  auto out = dir.file("out");
+  int status = run_dlock(queue_args_via(proxy.address(), path, {"take", "--timeout", "1s"}), out);
+  BOOST_CHECK_EQUAL(proxy.cuts(), 1);  // the removal was under way when the timeout fired
+  check_item_kept(status, read_file(out), path, "x");
+}
+
+BOOST_AUTO_TEST_CASE(queue_take_stopped_by_a_signal_during_the_removal_keeps_the_item) {
+  scratch dir;
+  auto path = "/dlock-test/" + dlock::test::unique_name("cli-queue");
+  dlock::test::zk_cutting_proxy proxy(dlock::test::zk_hosts());
+  BOOST_CHECK_EQUAL(run_dlock(queue_args(path, {"put", "y"})), 0);
+  proxy.hold_replies(dlock::test::zk_opcode::remove, 2s);
+  auto out = dir.file("out");
+  auto taker = start_dlock(queue_args_via(proxy.address(), path, {"take"}), out);
+  wait_until([&] { return proxy.forwarded(dlock::test::zk_opcode::remove) == 1; }, "the take's removal");
+  taker->signal(SIGTERM);
+  int status = taker->wait();
+  check_item_kept(status, read_file(out), path, "y");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

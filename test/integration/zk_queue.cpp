@@ -19,8 +19,10 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace asio = boost::asio;
@@ -240,9 +242,162 @@ asio::awaitable<void> claim_and_ack(std::string path) {
   co_await b.close();
 }
 
+// ---- a take with a deadline loses no item ----
+
+// One take that gives up after `limit`: the item, or nothing.
+using take_within = asio::awaitable<std::optional<std::string>> (*)(zk::queue&, std::chrono::milliseconds);
+
+// The queue's own deadline.
+asio::awaitable<std::optional<std::string>> take_for(zk::queue& q, std::chrono::milliseconds limit) {
+  auto [ec, item] = co_await q.take_for(limit, with_ec);
+  if (ec == dlock::error::timed_out) co_return std::nullopt;
+  if (ec) throw boost::system::system_error(ec);
+  co_return item;
+}
+
+// README pattern 2: a timer emits on a cancellation slot bound to the take,
+// and the take's completion is read whoever won (a take cancelled during
+// its item's removal completes with the item).
+asio::awaitable<std::optional<std::string>> take_with_a_bound_slot(zk::queue& q, std::chrono::milliseconds limit) {
+  // Shared with the timer's handler, which may run after this frame is gone
+  // (a timer that expires as the operation completes): it emits only while
+  // the operation is under way.
+  struct stopper {
+    asio::cancellation_signal signal;
+    bool done = false;
+  };
+  auto stop = std::make_shared<stopper>();
+  asio::steady_timer timer(co_await asio::this_coro::executor, limit);
+  timer.async_wait([stop](error_code ec) {
+    if (!ec && !stop->done) stop->signal.emit(asio::cancellation_type::terminal);
+  });
+  auto [ec, item] = co_await q.take(asio::bind_cancellation_slot(stop->signal.slot(), asio::as_tuple(asio::use_awaitable)));
+  stop->done = true;
+  timer.cancel();
+  if (ec == asio::error::operation_aborted) co_return std::nullopt;
+  if (ec) throw boost::system::system_error(ec);
+  co_return item;
+}
+
+asio::awaitable<void> offer_slowly(zk::client& c, std::string path, int count, std::shared_ptr<bool> done) {
+  zk::queue q(c, path);
+  for (int i = 0; i < count; ++i) {
+    co_await q.offer("item-" + std::to_string(i));
+    co_await sleep_for(std::chrono::milliseconds(i % 3));
+  }
+  *done = true;
+}
+
+// A consumer takes with a short deadline in a loop while another client
+// offers `count` items: every item is received exactly once or left in the queue.
+asio::awaitable<void> deadline_takes_lose_nothing(std::string path, take_within take) {
+  constexpr int count = 150;
+  auto ex = co_await asio::this_coro::executor;
+  zk::client producer(ex, test_options()), consumer(ex, test_options());
+  co_await producer.connect();
+  co_await consumer.connect();
+  auto done = std::make_shared<bool>(false);
+  asio::co_spawn(ex, offer_slowly(producer, path, count, done), asio::detached);
+  zk::queue q(consumer, path);
+  std::multiset<std::string> received;
+  int timeouts = 0;
+  for (int i = 0; !*done || i % 50 != 0; ++i) {
+    if (auto item = co_await take(q, std::chrono::milliseconds(1 + i % 3))) received.insert(*item);
+    else ++timeouts;
+  }
+  std::multiset<std::string> left;
+  while (auto item = co_await q.poll()) left.insert(*item);
+  BOOST_TEST_MESSAGE(received.size() << " received, " << left.size() << " left, " << timeouts << " timeouts");
+  for (int i = 0; i < count; ++i) {
+    std::string item = "item-" + std::to_string(i);
+    BOOST_TEST(received.count(item) + left.count(item) == 1u, item << ": received " << received.count(item)
+                                                                     << ", left " << left.count(item));
+  }
+  co_await delete_tree(producer, path);
+  co_await producer.close();
+  co_await consumer.close();
+}
+
+// ---- claims are deleted only by their owner ----
+
+asio::awaitable<std::tuple<error_code, zk::claimed_item>> take_claimed_within(zk::queue& q,
+                                                                              std::chrono::milliseconds limit) {
+  // Shared with the timer's handler, which may run after this frame is gone
+  // (a timer that expires as the operation completes): it emits only while
+  // the operation is under way.
+  struct stopper {
+    asio::cancellation_signal signal;
+    bool done = false;
+  };
+  auto stop = std::make_shared<stopper>();
+  asio::steady_timer timer(co_await asio::this_coro::executor, limit);
+  timer.async_wait([stop](error_code ec) {
+    if (!ec && !stop->done) stop->signal.emit(asio::cancellation_type::terminal);
+  });
+  auto result = co_await q.take_claimed(asio::bind_cancellation_slot(stop->signal.slot(), asio::as_tuple(asio::use_awaitable)));
+  stop->done = true;
+  timer.cancel();
+  co_return result;
+}
+
+// A claims an item, A's session expires, B claims the item: A's release and
+// ack must fail and delete nothing, so C does not get the item B is processing.
+asio::awaitable<void> stale_claimant(std::string path) {
+  auto ex = co_await asio::this_coro::executor;
+  zk::client a(ex, test_options()), b(ex, test_options()), c(ex, test_options());
+  co_await a.connect();
+  co_await b.connect();
+  co_await c.connect();
+  zk::queue qa(a, path), qb(b, path), qc(c, path);
+  co_await qa.offer("once");
+  zk::claimed_item stale = co_await qa.take_claimed();
+  BOOST_REQUIRE(co_await dlock::test::expire_session(a, test_options()));
+  zk::claimed_item current = co_await qb.take_claimed();
+  BOOST_TEST(current.name == stale.name);
+
+  auto [released] = co_await qa.release(stale, with_ec);
+  BOOST_TEST((released == dlock::error::lost), "A's release after its claim expired: " << released.message());
+  auto [acked] = co_await qa.ack(stale, with_ec);
+  BOOST_TEST((acked == dlock::error::lost), "A's ack after its claim expired: " << acked.message());
+  auto [exists_ec, claim] = co_await b.exists(path + ".claims/" + current.name, with_ec);
+  BOOST_TEST((claim && claim->ephemeral_owner == b.session_id()), "B's claim must survive A's release");
+  auto [c_ec, c_item] = co_await take_claimed_within(qc, 500ms);
+  BOOST_TEST((c_ec == asio::error::operation_aborted), "C must not get the item B holds: got '" << c_item.data << "'");
+
+  // B releases twice: the second release finds no claim of B's, says so and deletes nothing.
+  co_await qb.release(current);
+  zk::claimed_item again = co_await qc.take_claimed();
+  auto [twice] = co_await qb.release(current, with_ec);
+  BOOST_TEST((twice == dlock::error::lost), "a second release: " << twice.message());
+  co_await qc.ack(again);
+  BOOST_TEST(co_await qc.size() == 0u);
+  co_await delete_tree(c, path);
+  co_await delete_tree(c, path + ".claims");
+  co_await a.close(with_ec);
+  co_await b.close();
+  co_await c.close();
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(zk_queue)
+
+// A take whose deadline passes during its item's removal delivers the item
+// (the README's former `take() || timer` loop lost about one item in six).
+BOOST_AUTO_TEST_CASE(take_for_in_a_loop_loses_no_item) {
+  asio::io_context io;
+  run(io, deadline_takes_lose_nothing("/" + dlock::test::unique_name("dlock-queue"), &take_for));
+}
+
+BOOST_AUTO_TEST_CASE(take_with_a_cancellation_slot_in_a_loop_loses_no_item) {
+  asio::io_context io;
+  run(io, deadline_takes_lose_nothing("/" + dlock::test::unique_name("dlock-queue"), &take_with_a_bound_slot));
+}
+
+BOOST_AUTO_TEST_CASE(a_stale_claimant_releases_and_acks_nothing) {
+  asio::io_context io;
+  run(io, stale_claimant("/" + dlock::test::unique_name("dlock-queue")));
+}
 
 BOOST_AUTO_TEST_CASE(operations_on_empty_and_non_empty_queues) {
   asio::io_context io;

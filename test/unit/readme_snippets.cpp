@@ -107,8 +107,11 @@ asio::awaitable<void> queue(dlock::zk::client& zk) {
   co_await q.offer("job-1");
   std::string job = co_await q.take();              // waits for an item (one watch, no polling)
   std::optional<std::string> maybe = co_await q.poll();
+  auto [ec, next] = co_await q.take_for(std::chrono::seconds(5), asio::as_tuple(asio::deferred));
+  if (ec == dlock::error::timed_out) { /* nothing was taken */ }
   (void)job;
   (void)maybe;
+  (void)next;
 }
 
 asio::awaitable<void> queue_claims(dlock::zk::client& zk) {

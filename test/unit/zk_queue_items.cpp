@@ -7,6 +7,7 @@
 #include <vector>
 
 using dlock::zk::detail::check_item_size;
+using dlock::zk::detail::claim_node_data;
 using dlock::zk::detail::is_queue_item;
 using dlock::zk::detail::queue_items_in_order;
 
@@ -44,6 +45,12 @@ BOOST_AUTO_TEST_CASE(items_over_the_limit_are_refused) {
   BOOST_TEST(!check_item_size(0, 10));
   BOOST_TEST(!check_item_size(10, 10));
   BOOST_TEST((check_item_size(11, 10) == dlock::error::invalid_argument));
+}
+
+BOOST_AUTO_TEST_CASE(claim_data_is_the_identifier_then_the_claims_own_guid) {
+  BOOST_TEST(claim_node_data("worker-7", "g1") == "worker-7\nclaim g1");
+  BOOST_TEST(claim_node_data("", "g1") == "\nclaim g1");
+  BOOST_TEST(claim_node_data("worker-7", "g1") != claim_node_data("worker-7", "g2"));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

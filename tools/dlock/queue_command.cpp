@@ -71,18 +71,23 @@ asio::awaitable<int> take(zk::queue& queue, std::optional<std::chrono::milliseco
   asio::steady_timer timer(co_await asio::this_coro::executor);
   arm(timer, timeout);
   auto [order, ec, item, timer_ec, signal_ec, signo] = co_await race(queue.take(asio::deferred), timer, stop);
-  switch (first_finished(order[0])) {
-    case race_end::timeout: co_return exit_status::timed_out;
-    case race_end::signal: co_return exit_status::for_signal(signo);
-    case race_end::operation: break;
+  // The take's own result first: a take stopped by the timeout or a signal
+  // while its item's removal was under way still completes with the item,
+  // which is gone from the queue: print it (and succeed), never drop it.
+  if (!ec) {
+    print_item(item);
+    co_return exit_status::success;
   }
   if (ec == dlock::error::removal_uncertain) {
     print_item(item);  // the item may be ours: never drop it silently
     throw failure("take: the connection dropped during the removal; the item printed may also go to another consumer");
   }
-  if (ec) throw failure("take: " + ec.message());
-  print_item(item);
-  co_return exit_status::success;
+  switch (first_finished(order[0])) {
+    case race_end::timeout: co_return exit_status::timed_out;
+    case race_end::signal: co_return exit_status::for_signal(signo);
+    case race_end::operation: break;
+  }
+  throw failure("take: " + ec.message());
 }
 
 asio::awaitable<int> act(zk::queue& queue, queue_settings s, asio::signal_set& stop) {
@@ -130,7 +135,8 @@ int queue_command(const std::vector<std::string>& args) {
       "take and peek print the item and a newline; size prints the count.\n"
       "Exit status: 0; 1 peek on an empty queue (nothing printed); 2 usage error;\n"
       "124 take --timeout with nothing arriving; 125 failure (a take whose removal\n"
-      "is uncertain prints the item and exits 125); 128+N stopped by signal N.\n");
+      "is uncertain prints the item and exits 125); 128+N stopped by signal N.\n"
+      "A take stopped (timeout, signal) after it removed its item prints it, status 0.\n");
   if (!parsed_or_help) return exit_status::success;
   auto& parsed = *parsed_or_help;
   auto settings = settings_from(parsed.values);

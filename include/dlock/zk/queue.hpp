@@ -7,7 +7,9 @@
 #include <boost/asio/any_completion_handler.hpp>
 #include <boost/asio/async_result.hpp>
 
+#include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -20,7 +22,8 @@ struct queue_options {
   /// larger items fail here with `dlock::error::invalid_argument` before
   /// anything is sent. The default leaves room for the request's own fields.
   std::size_t max_item_size = 1024 * 1024 - 1024;
-  /// Node data of claim nodes (claim/ack mode): who holds a claim, for operators.
+  /// Node data of claim nodes (claim/ack mode): who holds a claim, for
+  /// operators. dlock adds a second line, "claim <GUID>", unique per claim.
   std::string identifier;
 };
 
@@ -30,6 +33,9 @@ struct queue_options {
 struct claimed_item {
   std::string data;
   std::string name;  ///< the item's node name ("qn-0000000042")
+  /// The claim node's creation zxid: `ack` and `release` delete a claim only
+  /// if it is still this one (0: any claim owned by the current session).
+  std::int64_t claim_zxid = 0;
 };
 
 namespace detail {
@@ -42,6 +48,8 @@ void start_offer(const queue_state_ptr& q, std::string item, queue_handler<std::
 void start_poll(const queue_state_ptr& q, queue_handler<std::optional<std::string>> h);
 void start_remove(const queue_state_ptr& q, queue_handler<std::string> h);
 void start_take(const queue_state_ptr& q, queue_handler<std::string> h);
+void start_take_for(const queue_state_ptr& q, std::chrono::steady_clock::duration limit,
+                    queue_handler<std::string> h);
 void start_peek(const queue_state_ptr& q, queue_handler<std::optional<std::string>> h);
 void start_element(const queue_state_ptr& q, queue_handler<std::string> h);
 void start_size(const queue_state_ptr& q, queue_handler<std::size_t> h);
@@ -71,8 +79,15 @@ queue_state_ptr make_queue_state(client& zk, std::string path, queue_options opt
 /// queue when its consumer's session ends. Do not mix both modes of
 /// consumers on one queue (basic consumers do not see claims).
 ///
-/// Operations complete on the handler's associated executor; cancellation
-/// (terminal and partial) abandons them. The client must outlive the queue.
+/// **Cancellation never loses an item.** Operations complete on the
+/// handler's associated executor; cancellation (terminal and partial)
+/// abandons them, except that once `take`/`poll`/`remove` has read an item
+/// its removal runs to the end, and the operation then completes with the
+/// item (and no error) although it was cancelled. So a cancelled take still
+/// hands over an item it took: never throw its result away. Awaitable
+/// operators do exactly that (`take() || timer` discards the take's item when
+/// the timer wins): use `take_for`, or bind a cancellation slot and read the
+/// result. The client must outlive the queue.
 class queue {
  public:
   /// `path`: the queue node (created with its parents on first offer).
@@ -109,6 +124,19 @@ class queue {
     return initiate<std::string>(&detail::start_take, std::forward<CompletionToken>(token));
   }
 
+  /// Like `take`, waiting at most `limit`: `dlock::error::timed_out` when no
+  /// item was taken by then. An item whose removal began before the deadline
+  /// is delivered, even if the removal ends after it.
+  /// Signature: `void(error_code, std::string)`.
+  template <class CompletionToken = default_token>
+  auto take_for(std::chrono::steady_clock::duration limit, CompletionToken&& token = {}) {
+    return asio::async_initiate<CompletionToken, void(error_code, std::string)>(
+        [](auto h, detail::queue_state_ptr q, std::chrono::steady_clock::duration d) {
+          detail::start_take_for(q, d, detail::queue_handler<std::string>(std::move(h)));
+        },
+        token, state_, limit);
+  }
+
   /// The head without removing it, or `std::nullopt` when empty.
   /// Signature: `void(error_code, std::optional<std::string>)`.
   template <class CompletionToken = default_token>
@@ -138,7 +166,10 @@ class queue {
 
   /// Claim/ack mode: removes a claimed item for good. `dlock::error::lost`
   /// if the claim is no longer this session's (it expired: the item went back
-  /// to the queue). Signature: `void(error_code)`.
+  /// to the queue), or if the session ended while a connection drop kept the
+  /// ack unconfirmed (the item may be delivered again): an ack deletes only
+  /// while the session that made the claim lives, never another's claim.
+  /// Signature: `void(error_code)`.
   template <class CompletionToken = default_token>
   auto ack(claimed_item item, CompletionToken&& token = {}) {
     return asio::async_initiate<CompletionToken, void(error_code)>(
@@ -148,7 +179,11 @@ class queue {
         token, state_, std::move(item));
   }
 
-  /// Claim/ack mode: gives a claimed item back to the queue. Signature: `void(error_code)`.
+  /// Claim/ack mode: gives a claimed item back to the queue. Deletes the
+  /// claim only if it is still this one, on the session that made it:
+  /// otherwise `dlock::error::lost` and nothing is deleted (the claim expired
+  /// or was released already; the item may be another consumer's now).
+  /// Signature: `void(error_code)`.
   template <class CompletionToken = default_token>
   auto release(claimed_item item, CompletionToken&& token = {}) {
     return asio::async_initiate<CompletionToken, void(error_code)>(

@@ -8,6 +8,7 @@
 
 #include <dlock/error.hpp>
 #include <dlock/log.hpp>
+#include <dlock/zk/detail/lock_recipe.hpp>  // make_guid
 #include <dlock/zk/detail/queue_items.hpp>
 #include <dlock/zk/path.hpp>
 
@@ -15,6 +16,8 @@
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
 #include <boost/asio/experimental/parallel_group.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
@@ -136,30 +139,48 @@ asio::awaitable<std::tuple<error_code, std::string, stat>> read_item(client& zk,
   }
 }
 
-// Deletes a node whatever the caller's cancellation says, retrying across
-// reconnects: `ok_if_missing` nodes count as deleted when gone.
-asio::awaitable<error_code> delete_node(client& zk, std::string node, std::int32_t version) {
+asio::awaitable<void> pause_uncancellable(client& zk, int attempt) {
+  asio::steady_timer pause(zk.get_executor(), std::chrono::milliseconds(50 * (attempt + 1)));
+  co_await pause.async_wait(uncancellable());
+}
+
+// Deletes a node of the claim made on `session`, whatever the caller's
+// cancellation says, retrying across reconnects of that session only: once
+// the session is gone, so is the claim, and the same path on a later session
+// may be another consumer's (then `dlock::error::lost`, nothing sent). The
+// check runs on the strand right before the request goes out, so no request
+// reaches a newer session. A node already gone counts as deleted.
+asio::awaitable<error_code> delete_on_session(client& zk, std::string node, std::int64_t session) {
   for (int attempt = 0;; ++attempt) {
-    auto [ec] = co_await zk.remove(node, version, uncancellable());
+    if (zk.session_id() != session) co_return make_error_code(dlock::error::lost);
+    auto [ec] = co_await zk.remove(node, -1, uncancellable());
     if (ec == error::no_node) co_return error_code{};
     if (!is_connection_loss(ec) || attempt + 1 == max_attempts) co_return ec;
-    asio::steady_timer pause(zk.get_executor(), std::chrono::milliseconds(50 * (attempt + 1)));
-    co_await pause.async_wait(uncancellable());
+    co_await pause_uncancellable(zk, attempt);
   }
 }
 
 // Deletes an item read at `version`. The delete is not idempotent: if its
 // reply is lost, look again; a node still there was not deleted (retry), a
 // node gone may have been deleted by us or by another consumer: uncertain.
+// Once a delete's reply was lost, anything but "still there" is uncertain
+// too: a look after a failover can be stale (the lost delete may land after
+// it), so a later no_node, or a look that never gets an answer, may hide our
+// own removal. The item is then handed over, never dropped.
 asio::awaitable<error_code> delete_item(client& zk, std::string node, std::int32_t version) {
+  const auto uncertain = make_error_code(dlock::error::removal_uncertain);
+  bool reply_lost = false;
   for (int attempt = 0;; ++attempt) {
     auto [ec] = co_await zk.remove(node, version, uncancellable());
+    if (reply_lost && ec == error::no_node) co_return uncertain;
     if (!is_connection_loss(ec)) co_return ec;
+    reply_lost = true;
     for (int look = 0;; ++look) {
       auto [exists_ec, meta] = co_await zk.exists(node, uncancellable());
-      if (!exists_ec && !meta) co_return make_error_code(dlock::error::removal_uncertain);
+      if (!exists_ec && !meta) co_return uncertain;
       if (!exists_ec) break;  // still there: the delete did not happen
-      if (!is_connection_loss(exists_ec) || look + 1 == max_attempts) co_return exists_ec;
+      if (!is_connection_loss(exists_ec) || look + 1 == max_attempts) co_return uncertain;
+      co_await pause_uncancellable(zk, look);
     }
     if (attempt + 1 == max_attempts) co_return ec;
   }
@@ -238,6 +259,23 @@ asio::awaitable<std::tuple<error_code, std::string>> take_body(queue_state_ptr q
   }
 }
 
+// take_for(): take() against a timer, in a parallel group, which (unlike
+// awaitable operators) keeps the take's result when the timer wins: a take
+// cancelled during its item's removal still completes with the item.
+asio::awaitable<std::tuple<error_code, std::string>> take_for_body(queue_state_ptr q,
+                                                                   std::chrono::steady_clock::duration limit) {
+  co_await setup_cancellation();
+  asio::steady_timer deadline(co_await asio::this_coro::executor, limit);
+  auto take = asio::async_initiate<decltype(asio::deferred), void(error_code, std::string)>(
+      [](auto h, queue_state_ptr state) { start_take(state, queue_handler<std::string>(std::move(h))); }, asio::deferred,
+      q);
+  auto [order, ec, item, timer_ec] =
+      co_await asio::experimental::make_parallel_group(std::move(take), deadline.async_wait(asio::deferred))
+          .async_wait(asio::experimental::wait_for_one(), asio::deferred);
+  if (ec == asio::error::operation_aborted && order[0] == 1 && !timer_ec) ec = dlock::error::timed_out;
+  co_return std::tuple{ec, std::move(item)};
+}
+
 // peek(): the head's data (left in the queue), or nullopt once a fresh listing is empty.
 asio::awaitable<optional_item> peek_body(queue_state_ptr q) {
   co_await setup_cancellation();
@@ -293,18 +331,77 @@ asio::awaitable<std::tuple<error_code, std::string>> offer_body(queue_state_ptr 
 
 // --- claim/ack mode ---
 
-// Our claim on `name`, created whatever the caller's cancellation says (an
-// interrupted create could leave a claim nobody knows of). A lost reply is
-// resolved by looking: a claim owned by our session is ours.
-asio::awaitable<error_code> create_claim(queue_state_ptr q, std::string claim) {
-  for (int attempt = 0;; ++attempt) {
-    auto [ec, made] = co_await q->zk->create(claim, q->options.identifier, create_mode::ephemeral, uncancellable());
-    if (!is_connection_loss(ec)) co_return ec;
-    auto [exists_ec, meta] = co_await q->zk->exists(claim, uncancellable());
-    if (!exists_ec && meta) co_return meta->ephemeral_owner == q->zk->session_id() ? error_code{}
-                                                                                  : make_error_code(error::node_exists);
-    if (attempt + 1 == max_attempts) co_return ec;
+// A claim we made: the session it lives on and its creation zxid.
+struct claim_ref {
+  std::int64_t session = 0;
+  std::int64_t czxid = 0;
+};
+
+// Ours: our GUID in the data, on the current session.
+bool is_our_claim(client& zk, const std::string& data, const stat& meta, const std::string& ours) {
+  return data == ours && meta.ephemeral_owner != 0 && meta.ephemeral_owner == zk.session_id();
+}
+
+// A claim whose create's outcome stayed unknown, looked for and deleted if
+// it is ours, for as long as the session that may own it lives: nobody was
+// handed its item, so left alone it would hold the item until the session ends.
+asio::awaitable<void> recover_claim(queue_state_ptr q, std::string claim, std::string ours, std::int64_t session) {
+  client& zk = *q->zk;
+  for (int attempt = 0; zk.session_id() == session; ++attempt) {
+    auto [ec, data, meta] = co_await zk.get(claim, uncancellable());
+    if (!ec && is_our_claim(zk, data, meta, ours)) {
+      error_code deleted = co_await delete_on_session(zk, claim, session);
+      if (!is_connection_loss(deleted)) co_return;
+    } else if (!is_connection_loss(ec)) {
+      co_return;  // not there, another's, or the session is over (expired, closed)
+    }
+    asio::steady_timer pause(zk.get_executor(), std::chrono::milliseconds(std::min(50 * (attempt + 1), 1000)));
+    co_await pause.async_wait(uncancellable());
   }
+  if (dlock::detail::log_enabled(log_level::info))
+    dlock::detail::log(log_level::info, "zk queue: gave up recovering " + claim + ": its session ended");
+}
+
+// Our claim on `claim`, created whatever the caller's cancellation says (an
+// interrupted create could leave a claim nobody knows of). The data carries
+// a fresh GUID, so after a lost reply the claim is recognised by reading it:
+// ours only with our GUID on our session (another consumer on this session
+// may claim the same item). If the outcome is still unknown when the retries
+// run out, a background task keeps looking while the session lives.
+asio::awaitable<std::tuple<error_code, claim_ref>> create_claim(queue_state_ptr q, std::string claim) {
+  client& zk = *q->zk;
+  const std::string ours = claim_node_data(q->options.identifier, make_guid());
+  bool unknown = false;      // a create of ours may have landed unseen: read before creating again
+  bool maybe_ours = false;   // some create of ours had an unknown outcome
+  std::int64_t sent_on = 0;  // the session of our last create
+  error_code last;
+  for (int attempt = 0; attempt < max_attempts; ++attempt) {
+    if (unknown) {
+      auto [ec, data, meta] = co_await zk.get(claim, uncancellable());
+      if (!ec && is_our_claim(zk, data, meta, ours)) co_return std::tuple{ec, claim_ref{meta.ephemeral_owner, meta.czxid}};
+      if (!ec) co_return std::tuple{make_error_code(error::node_exists), claim_ref{}};
+      last = ec;
+      if (ec == error::no_node) unknown = false;  // it did not land: create again
+      else if (!is_connection_loss(ec)) break;
+      else {
+        co_await pause_uncancellable(zk, attempt);
+        continue;
+      }
+    }
+    sent_on = zk.session_id();
+    auto [ec, made] = co_await zk.create(claim, ours, create_mode::ephemeral, uncancellable());
+    if (!ec) co_return std::tuple{ec, claim_ref{made.stat.ephemeral_owner, made.stat.czxid}};
+    last = ec;
+    if (ec == error::node_exists && maybe_ours) {
+      unknown = true;  // perhaps our own earlier create, landed late: read it
+      continue;
+    }
+    if (!is_connection_loss(ec)) co_return std::tuple{ec, claim_ref{}};
+    unknown = maybe_ours = true;
+    co_await pause_uncancellable(zk, attempt);
+  }
+  if (unknown) asio::co_spawn(zk.get_executor(), recover_claim(q, claim, ours, sent_on), asio::detached);
+  co_return std::tuple{last, claim_ref{}};
 }
 
 using claim_result = std::tuple<error_code, claimed_item>;
@@ -318,17 +415,17 @@ asio::awaitable<std::tuple<error_code, bool, claimed_item>> claim_first(queue_st
     if (claimed.count(name)) continue;
     if (co_await cancelled()) break;
     std::string claim = q->claims_path + "/" + name;
-    error_code ec = co_await create_claim(q, claim);
+    auto [ec, ref] = co_await create_claim(q, claim);
     if (ec == error::node_exists) continue;
     if (ec) co_return std::tuple{ec, false, claimed_item{}};
     std::string node = q->path + "/" + name;
     auto [read_ec, data, meta] = co_await read_item(*q->zk, node);
     if (read_ec || co_await cancelled()) {
-      co_await delete_node(*q->zk, claim, -1);  // give it back
+      co_await delete_on_session(*q->zk, claim, ref.session);  // give it back (gone with its session otherwise)
       if (read_ec == error::no_node) continue;  // acknowledged by its previous claimant meanwhile
       co_return std::tuple{read_ec ? read_ec : make_error_code(asio::error::operation_aborted), false, claimed_item{}};
     }
-    co_return std::tuple{error_code{}, true, claimed_item{std::move(data), name}};
+    co_return std::tuple{error_code{}, true, claimed_item{std::move(data), name, ref.czxid}};
   }
   bool stop = co_await cancelled();
   co_return std::tuple{stop ? make_error_code(asio::error::operation_aborted) : error_code{}, false, claimed_item{}};
@@ -356,29 +453,44 @@ asio::awaitable<claim_result> take_claimed_body(queue_state_ptr q) {
   }
 }
 
+// The session the item's claim lives on, if the claim is still the one
+// taken (same creation zxid) and owned by the current session; else `lost`.
+asio::awaitable<std::tuple<error_code, std::int64_t>> check_claim(queue_state_ptr q, claimed_item item) {
+  std::string claim = q->claims_path + "/" + item.name;
+  for (int attempt = 0;; ++attempt) {
+    auto [ec, meta] = co_await q->zk->exists(claim, uncancellable());
+    if (!ec) {
+      bool ours = meta && meta->ephemeral_owner != 0 && meta->ephemeral_owner == q->zk->session_id() &&
+                  (item.claim_zxid == 0 || meta->czxid == item.claim_zxid);
+      if (!ours) co_return std::tuple{make_error_code(dlock::error::lost), std::int64_t{0}};
+      co_return std::tuple{ec, meta->ephemeral_owner};
+    }
+    if (!is_connection_loss(ec) || attempt + 1 == max_attempts) co_return std::tuple{ec, std::int64_t{0}};
+    co_await pause_uncancellable(*q->zk, attempt);
+  }
+}
+
 // ack(): removes the item, but only while the claim is still this session's.
 asio::awaitable<std::tuple<error_code>> ack_body(queue_state_ptr q, claimed_item item) {
   co_await setup_cancellation();
   if (q->path_error) co_return std::tuple{q->path_error};
-  std::string claim = q->claims_path + "/" + item.name;
-  for (int attempt = 0;; ++attempt) {
-    auto [ec, meta] = co_await q->zk->exists(claim, uncancellable());
-    if (!ec && (!meta || meta->ephemeral_owner != q->zk->session_id()))
-      co_return std::tuple{make_error_code(dlock::error::lost)};  // expired: the item went back to the queue
-    if (!ec) break;
-    if (!is_connection_loss(ec) || attempt + 1 == max_attempts) co_return std::tuple{ec};
-  }
-  // The claim is ours, so nobody else deletes the item: retrying is safe.
-  std::string node = q->path + "/" + item.name;
-  if (error_code ec = co_await delete_node(*q->zk, node, -1)) co_return std::tuple{ec};
-  co_return std::tuple{co_await delete_node(*q->zk, claim, -1)};
+  auto [owned, session] = co_await check_claim(q, item);
+  if (owned) co_return std::tuple{owned};  // lost: expired, the item went back to the queue
+  // While `session` lives the claim is ours, so nobody else deletes the
+  // item: retrying is safe. Once it ends, the item may be another's.
+  if (error_code ec = co_await delete_on_session(*q->zk, q->path + "/" + item.name, session)) co_return std::tuple{ec};
+  error_code ec = co_await delete_on_session(*q->zk, q->claims_path + "/" + item.name, session);
+  if (ec == dlock::error::lost) ec = {};  // the item is gone; the claim went with its session
+  co_return std::tuple{ec};
 }
 
+// release(): deletes our claim, only if it is still the one taken, on its session.
 asio::awaitable<std::tuple<error_code>> release_claim_body(queue_state_ptr q, claimed_item item) {
   co_await setup_cancellation();
   if (q->path_error) co_return std::tuple{q->path_error};
-  std::string claim = q->claims_path + "/" + item.name;
-  co_return std::tuple{co_await delete_node(*q->zk, claim, -1)};
+  auto [owned, session] = co_await check_claim(q, item);
+  if (owned) co_return std::tuple{owned};
+  co_return std::tuple{co_await delete_on_session(*q->zk, q->claims_path + "/" + item.name, session)};
 }
 
 }  // namespace
@@ -394,6 +506,10 @@ void start_remove(const queue_state_ptr& q, queue_handler<std::string> h) {
 }
 void start_take(const queue_state_ptr& q, queue_handler<std::string> h) {
   dlock::detail::spawn_to_handler(q->zk->get_executor(), take_body(q), std::move(h));
+}
+void start_take_for(const queue_state_ptr& q, std::chrono::steady_clock::duration limit,
+                    queue_handler<std::string> h) {
+  dlock::detail::spawn_to_handler(q->zk->get_executor(), take_for_body(q, limit), std::move(h));
 }
 void start_peek(const queue_state_ptr& q, queue_handler<std::optional<std::string>> h) {
   dlock::detail::spawn_to_handler(q->zk->get_executor(), peek_body(q), std::move(h));

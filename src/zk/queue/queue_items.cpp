@@ -48,6 +48,13 @@ std::vector<std::string> queue_items_in_order(std::span<const std::string> child
   return out;
 }
 
+std::string claim_node_data(std::string_view identifier, std::string_view guid) {
+  std::string data(identifier);
+  data += "\nclaim ";
+  data += guid;
+  return data;
+}
+
 error_code check_item_size(std::size_t size, std::size_t max_item_size) noexcept {
   return size > max_item_size ? make_error_code(error::invalid_argument) : error_code{};
 }

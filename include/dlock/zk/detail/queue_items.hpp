@@ -21,6 +21,11 @@ bool is_queue_item(std::string_view child) noexcept;
 /// across its 2^31 wrap). Other children are left out with a log line.
 std::vector<std::string> queue_items_in_order(std::span<const std::string> children);
 
+/// A claim node's data: the operator-facing `identifier`, then a line with
+/// the claim's own GUID, so the claimant can recognise its claim after a
+/// create whose reply was lost (its session's other claims carry other GUIDs).
+std::string claim_node_data(std::string_view identifier, std::string_view guid);
+
 /// Empty if an item of `size` bytes may be sent, else `dlock::error::invalid_argument`.
 error_code check_item_size(std::size_t size, std::size_t max_item_size) noexcept;
 
