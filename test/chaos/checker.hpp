@@ -10,6 +10,7 @@
 //   valid  LOCK WORKER T DEADLINE     the holder was told it may act until DEADLINE
 //   lost   LOCK WORKER T REASON       the holder was told of its loss
 //   end    LOCK WORKER T              the holder stopped acting (before release)
+//   released LOCK WORKER T            the release completed (or failed): the hold is over
 //   offer  QUEUE WORKER T ITEM        an item was offered (the offer succeeded)
 //   offer? QUEUE WORKER T ITEM        an offer failed with an unknown outcome
 //   take   QUEUE WORKER T ITEM        an item was claimed
@@ -25,8 +26,10 @@
 //  - A section runs from `begin` to the first of `end`, `lost`, or (when the
 //    holder was given one) the last validity deadline it was told. Two
 //    sections of one lock that intersect by those ends overlap: a violation,
-//    unless both are read sections. Sections that intersect only when their
-//    loss is ignored are counted as "overlaps after loss" (allowed).
+//    unless both are read sections. A section that begins after the earlier
+//    holder was told of its loss (or saw its validity end) but before that
+//    holder let go (`released`, else `end`) is an "overlap after loss": allowed,
+//    and counted.
 //  - Fencing tokens (non-zero) must grow: a write section's token is above
 //    every token of sections begun before it; a read section's token is above
 //    every write section's token begun before it.
@@ -84,14 +87,17 @@ struct section {
   bool write = true;
   std::int64_t token = 0;
   nanos begin = 0;
-  nanos end = never;       // the holder's own end (release)
+  nanos end = never;       // the holder stopped acting (its body returned)
   nanos lost = never;      // told of loss
   nanos deadline = never;  // the last validity deadline it was given
+  nanos released = never;  // the release completed (with_lock returned)
   std::string loss_reason;
   /// Where the holder stopped being entitled to act.
-  nanos effective_end() const { return std::min({end, lost, deadline}); }
-  /// The same, ignoring the loss notice (for "overlaps after loss").
-  nanos end_ignoring_loss() const { return end; }
+  nanos effective_end() const { return std::min({end, lost, deadline, released}); }
+  /// Until the holder let go, loss notice or not.
+  nanos let_go() const { return released != never ? released : end; }
+  /// Told of its loss, or its validity ran out, before it stopped acting.
+  bool cut_short() const { return effective_end() < std::min(end, released); }
 };
 
 struct violation {
@@ -127,46 +133,47 @@ namespace detail {
 
 inline std::string describe(const section& s) {
   auto show = [](nanos t) { return t == never ? std::string("-") : std::to_string(t); };
-  return s.worker + (s.write ? " w" : " r") + " [" + std::to_string(s.begin) + ", end " + show(s.end) + ", lost " +
-         show(s.lost) + ", deadline " + show(s.deadline) + "] token " + std::to_string(s.token);
+  return s.worker + (s.write ? " w" : " r") + " [begin " + std::to_string(s.begin) + ", end " + show(s.end) +
+         ", lost " + show(s.lost) + (s.lost != never ? " (" + s.loss_reason + ")" : "") + ", deadline " +
+         show(s.deadline) + ", released " + show(s.released) + "] token " + std::to_string(s.token);
 }
 
-// Folds the begin/valid/lost/end records of one worker into its sections.
+// Folds the begin/valid/lost/end/released records of each worker into its sections.
 inline std::vector<section> build_sections(const std::vector<record>& records) {
-  std::vector<section> done;
-  std::map<std::pair<std::string, std::string>, section> open;  // (lock, worker) -> section
+  std::vector<section> all;
+  std::map<std::pair<std::string, std::string>, std::size_t> current;  // (lock, worker) -> index in `all`
   for (const auto& r : records) {
     auto key = std::make_pair(r.subject, r.worker);
     if (r.kind == "begin") {
-      auto it = open.find(key);
-      if (it != open.end()) done.push_back(it->second);  // never ended: stays open-ended
-      section s;
+      section s;  // an earlier section of this worker never released stays open-ended
       s.lock = r.subject;
       s.worker = r.worker;
       s.begin = r.time;
       s.write = r.fields.empty() || r.fields[0] != "r";
       s.token = r.fields.size() > 1 ? std::stoll(r.fields[1]) : 0;
-      open[key] = s;
-    } else if (r.kind == "valid" || r.kind == "lost" || r.kind == "end") {
-      auto it = open.find(key);
-      if (it == open.end()) continue;  // a loss told after the end: nothing to trim
-      auto& s = it->second;
-      if (r.kind == "valid" && !r.fields.empty()) {
-        s.deadline = std::stoll(r.fields[0]);
-      } else if (r.kind == "lost") {
-        if (s.lost == never) {
-          s.lost = r.time;
-          s.loss_reason = r.fields.empty() ? "" : r.fields[0];
-        }
-      } else {
-        s.end = r.time;
-        done.push_back(s);
-        open.erase(it);
+      current[key] = all.size();
+      all.push_back(s);
+      continue;
+    }
+    if (r.kind != "valid" && r.kind != "lost" && r.kind != "end" && r.kind != "released") continue;
+    auto it = current.find(key);
+    if (it == current.end()) continue;  // nothing held: nothing to trim
+    auto& s = all[it->second];
+    if (r.kind == "valid") {
+      if (!r.fields.empty() && s.end == never && s.lost == never) s.deadline = std::stoll(r.fields[0]);
+    } else if (r.kind == "lost") {
+      if (s.lost == never && s.end == never) {
+        s.lost = r.time;
+        s.loss_reason = r.fields.empty() ? "" : r.fields[0];
       }
+    } else if (r.kind == "end") {
+      if (s.end == never) s.end = r.time;
+    } else {
+      s.released = r.time;
+      current.erase(it);
     }
   }
-  for (auto& [key, s] : open) done.push_back(s);
-  return done;
+  return all;
 }
 
 inline bool intersect(nanos b1, nanos e1, nanos b2, nanos e2) { return b1 < e2 && b2 < e1; }
@@ -183,7 +190,7 @@ inline void check_overlaps(const std::string& backend, std::vector<section> sect
       if (intersect(a.begin, a.effective_end(), b.begin, b.effective_end())) {
         ++fig.overlaps;
         out.push_back({backend, "overlap on " + a.lock + ": " + describe(a) + " and " + describe(b)});
-      } else if (intersect(a.begin, a.end_ignoring_loss(), b.begin, b.end_ignoring_loss())) {
+      } else if (a.cut_short() && intersect(a.begin, a.let_go(), b.begin, b.effective_end())) {
         ++fig.overlaps_after_loss;
       }
     }
@@ -266,7 +273,7 @@ inline report analyse(const std::vector<record>& records, const std::set<std::st
     for (const auto& s : sections) {
       ++fig.sections_by_lock[s.lock];
       if (s.lost != never) ++fig.losses;
-      if (s.end == never && s.lost == never) ++fig.unfinished;
+      if (s.end == never && s.lost == never && s.released == never) ++fig.unfinished;
     }
     for (const auto& r : recs) {
       if (r.kind == "fault") ++fig.faults[r.subject];

@@ -126,6 +126,8 @@ asio::awaitable<void> contend(worker_ctx* c, Lock* lock, lock_probe* probe) {
   } catch (const boost::system::system_error& e) {
     if (!c->stopping) c->rec->write("note", probe->name, {"with_lock_failed", ec_name(e.code())});
   }
+  // The hold is over (released, or the release failed): the next holder may be anyone.
+  c->rec->write("released", probe->name);
 }
 
 struct election_lock {
@@ -149,6 +151,15 @@ asio::awaitable<void> connect_zk(worker_ctx* c, std::shared_ptr<zk::client> sess
     if (attempt > 20) throw boost::system::system_error(ec, "zk connect");
     co_await pause_for(500ms);
   }
+}
+
+// Notes around the close, so a worker that hangs on the way out says where.
+asio::awaitable<void> close_zk(worker_ctx* c, zk::client* session) {
+  co_await asio::this_coro::reset_cancellation_state();
+  c->session = nullptr;
+  c->rec->write("note", c->recipe, {"closing"});
+  auto [ec] = co_await session->close(asio::as_tuple(asio::use_awaitable));
+  c->rec->write("note", c->recipe, {"closed", ec ? ec_name(ec) : "ok"});
 }
 
 asio::awaitable<void> zk_lock_loop(worker_ctx* c) {
@@ -183,9 +194,7 @@ asio::awaitable<void> zk_lock_loop(worker_ctx* c) {
     }
     if (!c->stopping) co_await pause_for(c->between(0, 60));
   }
-  co_await asio::this_coro::reset_cancellation_state();
-  c->session = nullptr;
-  co_await session.close(asio::as_tuple(asio::use_awaitable));
+  co_await close_zk(c, &session);
 }
 
 // Queue in claim mode: this process offers items and consumes them.
@@ -242,9 +251,7 @@ asio::awaitable<void> zk_queue_loop(worker_ctx* c) {
   } catch (const std::exception& e) {
     if (!c->stopping) c->rec->write("error", "queue", {"queue_loop_threw", e.what()});
   }
-  co_await asio::this_coro::reset_cancellation_state();
-  c->session = nullptr;
-  co_await session.close(asio::as_tuple(asio::use_awaitable));
+  co_await close_zk(c, &session);
 }
 
 redis::options redis_options(const host_port& master) {
@@ -308,6 +315,7 @@ asio::awaitable<void> redis_loop(worker_ctx* c) {
     }
   }
   co_await asio::this_coro::reset_cancellation_state();
+  c->rec->write("note", c->recipe, {"closing"});
   for (auto& m : masters) m->close();
 }
 

@@ -55,11 +55,21 @@ BOOST_AUTO_TEST_CASE(an_overlap_is_a_violation) {
 
 BOOST_AUTO_TEST_CASE(an_overlap_after_the_holder_was_told_of_its_loss_is_allowed) {
   auto rep = analyse(parse({"zk begin /l a 100 w 5", "zk lost /l a 140 session_expired", "zk begin /l b 150 w 6",
-                            "zk end /l a 200", "zk end /l b 300"}));
+                            "zk released /l a 200", "zk end /l b 300"}));
   BOOST_TEST(rep.ok());
   BOOST_TEST(rep.backends["zk"].overlaps == 0u);
   BOOST_TEST(rep.backends["zk"].overlaps_after_loss == 1u);
   BOOST_TEST(rep.backends["zk"].losses == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(a_section_ends_when_its_holder_is_released_and_only_a_loss_makes_an_allowed_overlap) {
+  // b begins between a's end and a's release: no overlap, and none "after loss" (a was not lost).
+  auto rep = analyse(parse({"zk begin /l a 100 w 5", "zk end /l a 140", "zk begin /l b 150 w 6",
+                            "zk released /l a 160", "zk end /l b 300", "zk released /l b 310",
+                            "zk begin /l a 400 w 7", "zk end /l a 500"}));
+  BOOST_TEST(rep.ok());
+  BOOST_TEST(rep.backends["zk"].sections == 3u);
+  BOOST_TEST(rep.backends["zk"].overlaps_after_loss == 0u);
 }
 
 BOOST_AUTO_TEST_CASE(a_loss_told_after_the_next_holder_began_is_still_an_overlap) {
