@@ -290,8 +290,9 @@ void stop_workers(run_ctx& r) {
     if (!w.exited) {
       r.rec->write("error", w.name, {"did_not_stop_within_30s", "stacks_in", w.name + ".stacks"});
       // Where it hangs, for the report (gdb is optional).
-      shell(r, "gdb -p " + std::to_string(w.pid) + " -batch -ex 'thread apply all bt' > '" + r.dir + "/" + w.name +
-                   ".stacks' 2>&1");
+      std::string gdb = "timeout 60 gdb -p " + std::to_string(w.pid) + " -batch -ex 'thread apply all bt' > '" + r.dir +
+                        "/" + w.name + ".stacks' 2>&1";
+      [[maybe_unused]] int rc = std::system(gdb.c_str());
       ::kill(w.pid, SIGKILL);
       ::waitpid(w.pid, &w.status, 0);
       w.exited = true;

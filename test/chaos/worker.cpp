@@ -154,8 +154,9 @@ asio::awaitable<void> connect_zk(worker_ctx* c, std::shared_ptr<zk::client> sess
 }
 
 // Notes around the close, so a worker that hangs on the way out says where.
+// The caller resets its cancellation state first: once cancelled, even
+// entering a nested coroutine throws.
 asio::awaitable<void> close_zk(worker_ctx* c, zk::client* session) {
-  co_await asio::this_coro::reset_cancellation_state();
   c->session = nullptr;
   c->rec->write("note", c->recipe, {"closing"});
   auto [ec] = co_await session->close(asio::as_tuple(asio::use_awaitable));
@@ -194,6 +195,7 @@ asio::awaitable<void> zk_lock_loop(worker_ctx* c) {
     }
     if (!c->stopping) co_await pause_for(c->between(0, 60));
   }
+  co_await asio::this_coro::reset_cancellation_state();
   co_await close_zk(c, &session);
 }
 
@@ -224,8 +226,8 @@ asio::awaitable<void> consume(worker_ctx* c, zk::queue* q) {
       continue;
     }
     c->rec->write("take", "queue", {claimed.data, claimed.name});
-    co_await pause_for(c->between(5, 60));  // the work; an ack follows even when stopping
-    co_await asio::this_coro::reset_cancellation_state();
+    co_await asio::this_coro::reset_cancellation_state();  // an ack follows even when stopping
+    co_await pause_for(c->between(5, 60));                  // the work
     auto [ack_ec] = co_await q->ack(claimed, asio::as_tuple(asio::use_awaitable));
     if (!ack_ec)
       c->rec->write("ack", "queue", {claimed.data});
@@ -251,6 +253,7 @@ asio::awaitable<void> zk_queue_loop(worker_ctx* c) {
   } catch (const std::exception& e) {
     if (!c->stopping) c->rec->write("error", "queue", {"queue_loop_threw", e.what()});
   }
+  co_await asio::this_coro::reset_cancellation_state();
   co_await close_zk(c, &session);
 }
 
@@ -390,6 +393,7 @@ int worker_main(const arguments& args) {
   arm_watchdog();
 
   int status = 0;
+  bool finished = false;
   asio::co_spawn(io, recipe_main(&c), asio::bind_cancellation_slot(stop_signal.slot(), [&](std::exception_ptr e) {
                    if (e) {
                      try {
@@ -405,11 +409,15 @@ int worker_main(const arguments& args) {
                        status = 1;
                      }
                    }
+                   finished = true;
                    terminate.cancel();
                    expire.cancel();
                    watchdog.cancel();
                  }));
-  io.run();
+  while (!finished && !io.stopped()) io.run_one();
+  // Everything is closed: the library's own work must drain by itself.
+  io.run_for(15s);
+  if (!io.stopped()) rec.write("note", c.recipe, {"work_left_15s_after_close"});
   rec.write("note", c.recipe, {"worker_exit", std::to_string(status)});
   return status;
 }
