@@ -176,7 +176,11 @@ void partition(run_ctx& r, const std::string& name) {
   shell(r, "'" + hook + "' stop " + name);
 }
 
-std::string random_master(run_ctx& r) { return "redis" + std::to_string(r.uniform(1, 5)); }
+// redis1 carries the single-instance lock as well as a fifth of the Redlock:
+// it gets two faults in five, so the single lock meets its master's faults too.
+std::string random_master(run_ctx& r) {
+  return r.uniform(0, 4) < 2 ? "redis1" : "redis" + std::to_string(r.uniform(2, 5));
+}
 const host_port& master_of(run_ctx& r, const std::string& name) {
   return r.masters.at(static_cast<std::size_t>(std::stoi(name.substr(5)) - 1));
 }
