@@ -71,6 +71,16 @@ inline bool parse_record(const std::string& line, record& out, std::string& erro
     return false;
   }
   for (std::string field; in >> field;) r.fields.push_back(field);
+  // The numbers the verdicts read must be numbers.
+  auto integer = [](const std::string& text) {
+    std::size_t digits = text.size() > 0 && text[0] == '-' ? 1 : 0;
+    return digits < text.size() && text.find_first_not_of("0123456789", digits) == std::string::npos;
+  };
+  if ((r.kind == "begin" && r.fields.size() > 1 && !integer(r.fields[1])) ||
+      (r.kind == "valid" && (r.fields.empty() || !integer(r.fields[0])))) {
+    error = "malformed number in record: " + line;
+    return false;
+  }
   out = std::move(r);
   return true;
 }

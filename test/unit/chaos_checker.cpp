@@ -34,6 +34,12 @@ BOOST_AUTO_TEST_CASE(records_round_trip_and_bad_lines_are_reported) {
   BOOST_TEST(error.empty());
   BOOST_TEST(!parse_record("zk begin /l w1 not-a-time", r, error));
   BOOST_TEST(!error.empty());
+  error.clear();
+  BOOST_TEST(!parse_record("zk begin /l w1 100 w 6.8e+12", r, error));
+  BOOST_TEST(!error.empty());
+  error.clear();
+  BOOST_TEST(!parse_record("redis valid k w1 100", r, error));
+  BOOST_TEST(!error.empty());
 }
 
 BOOST_AUTO_TEST_CASE(successive_sections_are_clean) {
