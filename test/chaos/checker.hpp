@@ -199,7 +199,11 @@ inline void check_overlaps(const std::string& backend, std::vector<section> sect
       if (!a.write && !b.write) continue;
       if (intersect(a.begin, a.effective_end(), b.begin, b.effective_end())) {
         ++fig.overlaps;
-        out.push_back({backend, "overlap on " + a.lock + ": " + describe(a) + " and " + describe(b)});
+        // Said for the report: a resource checking fencing tokens would have refused the stale holder.
+        bool fenced = a.token != 0 && b.token > a.token;
+        out.push_back({backend, "overlap on " + a.lock + ": " + describe(a) + " and " + describe(b) +
+                                    (fenced ? " (the later token is larger: fencing would refuse the earlier holder)"
+                                            : "")});
       } else if (a.cut_short() && intersect(a.begin, a.let_go(), b.begin, b.effective_end())) {
         ++fig.overlaps_after_loss;
       }

@@ -35,6 +35,7 @@
 #include <functional>
 #include <memory>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -85,7 +86,7 @@ struct lock_probe {
 
 // The critical section: a few steps of "work", each a point where a loss
 // cancels it. Records begin, validity deadlines, loss or end.
-asio::awaitable<void> section_body(worker_ctx* c, lock_probe* p) {
+asio::awaitable<void> section_steps(worker_ctx* c, lock_probe* p) {
   auto& rec = *c->rec;
   auto record_validity = [c, p] {
     if (!p->validity) return;
@@ -98,15 +99,7 @@ asio::awaitable<void> section_body(worker_ctx* c, lock_probe* p) {
   bool redis = c->backend == "redis";
   int steps = std::uniform_int_distribution<int>(1, redis ? 8 : 5)(c->rng);
   for (int i = 0; i < steps; ++i) {
-    bool slept = co_await pause_for(c->between(10, redis ? 250 : 120));
-    if (!slept) {
-      auto& loss = p->loss();
-      if (loss.lost())
-        rec.write("lost", p->name, {ec_name(loss.reason())});
-      else
-        rec.write("end", p->name, {"cancelled"});
-      co_return;
-    }
+    if (!co_await pause_for(c->between(10, redis ? 250 : 120))) throw std::runtime_error("cancelled");
     if (p->validity && p->validity() <= 0ms) {
       // The holder must stop once its validity is gone, told or not.
       rec.write("end", p->name, {"validity_gone"});
@@ -115,6 +108,22 @@ asio::awaitable<void> section_body(worker_ctx* c, lock_probe* p) {
     record_validity();
   }
   rec.write("end", p->name);
+}
+
+// The critical section: a few steps of "work", each a point where a loss
+// cancels it. Records begin, validity deadlines, and loss or end. A cancelled
+// coroutine throws as soon as it awaits anything (even entering a nested
+// coroutine), so the end is recorded on that path too, at that moment.
+asio::awaitable<void> section_body(worker_ctx* c, lock_probe* p) {
+  try {
+    co_await section_steps(c, p);
+  } catch (const std::exception&) {
+    auto& loss = p->loss();
+    if (loss.lost())
+      c->rec->write("lost", p->name, {ec_name(loss.reason())});
+    else
+      c->rec->write("end", p->name, {"cancelled"});
+  }
 }
 
 // One contender's loop over `lock` (anything with acquire/release/loss).
