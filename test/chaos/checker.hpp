@@ -1,0 +1,341 @@
+// The chaos checker's verdicts, from the records the workers and the
+// orchestrator wrote. Pure logic (no I/O beyond parsing text), so
+// test/unit/chaos_checker.cpp feeds it synthetic records.
+//
+// One record per line: "<backend> <kind> <lock> <worker> <time_ns> [fields...]".
+// Times are CLOCK_MONOTONIC nanoseconds, which every process on one Linux
+// machine shares, so records of different processes compare directly.
+//   begin  LOCK WORKER T MODE TOKEN   a critical section starts (MODE w or r;
+//                                     TOKEN the fencing token, 0 for none)
+//   valid  LOCK WORKER T DEADLINE     the holder was told it may act until DEADLINE
+//   lost   LOCK WORKER T REASON       the holder was told of its loss
+//   end    LOCK WORKER T              the holder stopped acting (before release)
+//   released LOCK WORKER T            the release completed (or failed): the hold is over
+//   offer  QUEUE WORKER T ITEM        an item was offered (the offer succeeded)
+//   offer? QUEUE WORKER T ITEM        an offer failed with an unknown outcome
+//   take   QUEUE WORKER T ITEM        an item was claimed
+//   ack    QUEUE WORKER T ITEM        an item was acknowledged (delivered)
+//   ack?   QUEUE WORKER T ITEM        an ack failed with an unknown outcome
+//   left   QUEUE - T ITEM             the item was still in the queue at the end
+//   fault  KIND - T DETAIL...         a fault was injected (orchestrator)
+//   orphan WHAT - T DETAIL...         a lock node or key left at the end (orchestrator)
+//   error  WHAT WORKER T DETAIL...    a worker failed (threw, crashed, did not stop)
+//   note   WHAT - T DETAIL...         informative, ignored by the verdicts
+//
+// The rules:
+//  - A section runs from `begin` to the first of `end`, `lost`, or (when the
+//    holder was given one) the last validity deadline it was told. Two
+//    sections of one lock that intersect by those ends overlap: a violation,
+//    unless both are read sections. A section that begins after the earlier
+//    holder was told of its loss (or saw its validity end) but before that
+//    holder let go (`released`, else `end`) is an "overlap after loss": allowed,
+//    and counted.
+//  - Fencing tokens (non-zero) must grow: a write section's token is above
+//    every token of sections begun before it; a read section's token is above
+//    every write section's token begun before it.
+//  - A queue item offered and neither acknowledged nor left in the queue is
+//    lost; an item acknowledged twice was delivered twice.
+//  - Every orphan and every error record is a violation.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace dlock::chaos {
+
+using nanos = std::int64_t;
+constexpr nanos never = std::numeric_limits<nanos>::max();
+
+struct record {
+  std::string backend;  // "zk" or "redis"
+  std::string kind;
+  std::string subject;  // lock, queue, fault kind, orphan kind
+  std::string worker;
+  nanos time = 0;
+  std::vector<std::string> fields;
+};
+
+/// Parses one line; false for a blank or malformed line (`error` says why).
+inline bool parse_record(const std::string& line, record& out, std::string& error) {
+  std::istringstream in(line);
+  record r;
+  if (!(in >> r.backend)) return false;  // blank
+  if (!(in >> r.kind >> r.subject >> r.worker >> r.time)) {
+    error = "malformed record: " + line;
+    return false;
+  }
+  for (std::string field; in >> field;) r.fields.push_back(field);
+  // The numbers the verdicts read must be numbers.
+  auto integer = [](const std::string& text) {
+    std::size_t digits = text.size() > 0 && text[0] == '-' ? 1 : 0;
+    return digits < text.size() && text.find_first_not_of("0123456789", digits) == std::string::npos;
+  };
+  if ((r.kind == "begin" && r.fields.size() > 1 && !integer(r.fields[1])) ||
+      (r.kind == "valid" && (r.fields.empty() || !integer(r.fields[0])))) {
+    error = "malformed number in record: " + line;
+    return false;
+  }
+  out = std::move(r);
+  return true;
+}
+
+inline std::string format_record(const record& r) {
+  std::string line = r.backend + " " + r.kind + " " + r.subject + " " + r.worker + " " + std::to_string(r.time);
+  for (const auto& f : r.fields) line += " " + f;
+  return line;
+}
+
+struct section {
+  std::string lock;
+  std::string worker;
+  bool write = true;
+  std::int64_t token = 0;
+  nanos begin = 0;
+  nanos end = never;       // the holder stopped acting (its body returned)
+  nanos lost = never;      // told of loss
+  nanos deadline = never;  // the last validity deadline it was given
+  nanos released = never;  // the release completed (with_lock returned)
+  std::string loss_reason;
+  /// Where the holder stopped being entitled to act.
+  nanos effective_end() const { return std::min({end, lost, deadline, released}); }
+  /// Until the holder let go, loss notice or not.
+  nanos let_go() const { return released != never ? released : end; }
+  /// Told of its loss, or its validity ran out, before it stopped acting.
+  bool cut_short() const { return effective_end() < std::min(end, released); }
+};
+
+struct violation {
+  std::string backend;
+  std::string what;  // human readable, with the records' figures
+};
+
+struct backend_figures {
+  std::size_t sections = 0;
+  std::map<std::string, std::size_t> sections_by_lock;
+  std::map<std::string, std::size_t> faults;  // by kind
+  std::size_t losses = 0;
+  std::size_t overlaps = 0;             // violations
+  std::size_t overlaps_after_loss = 0;  // allowed
+  std::size_t token_checks = 0;         // sections whose token was compared
+  std::size_t token_regressions = 0;
+  std::size_t unfinished = 0;           // sections with no end record (informative)
+  std::size_t orphans = 0;
+  std::size_t errors = 0;
+  std::size_t offered = 0, uncertain_offers = 0, acked = 0, left = 0, lost_items = 0, duplicated_items = 0;
+  bool has_queue = false;
+  bool fencing_checked = false;
+};
+
+struct report {
+  std::map<std::string, backend_figures> backends;
+  std::vector<violation> violations;
+  std::vector<std::string> parse_errors;
+  bool ok() const { return violations.empty() && parse_errors.empty(); }
+};
+
+namespace detail {
+
+inline std::string describe(const section& s) {
+  auto show = [](nanos t) { return t == never ? std::string("-") : std::to_string(t); };
+  return s.worker + (s.write ? " w" : " r") + " [begin " + std::to_string(s.begin) + ", end " + show(s.end) +
+         ", lost " + show(s.lost) + (s.lost != never ? " (" + s.loss_reason + ")" : "") + ", deadline " +
+         show(s.deadline) + ", released " + show(s.released) + "] token " + std::to_string(s.token);
+}
+
+// Folds the begin/valid/lost/end/released records of each worker into its sections.
+inline std::vector<section> build_sections(const std::vector<record>& records) {
+  std::vector<section> all;
+  std::map<std::pair<std::string, std::string>, std::size_t> current;  // (lock, worker) -> index in `all`
+  for (const auto& r : records) {
+    auto key = std::make_pair(r.subject, r.worker);
+    if (r.kind == "begin") {
+      section s;  // an earlier section of this worker never released stays open-ended
+      s.lock = r.subject;
+      s.worker = r.worker;
+      s.begin = r.time;
+      s.write = r.fields.empty() || r.fields[0] != "r";
+      s.token = r.fields.size() > 1 ? std::stoll(r.fields[1]) : 0;
+      current[key] = all.size();
+      all.push_back(s);
+      continue;
+    }
+    if (r.kind != "valid" && r.kind != "lost" && r.kind != "end" && r.kind != "released") continue;
+    auto it = current.find(key);
+    if (it == current.end()) continue;  // nothing held: nothing to trim
+    auto& s = all[it->second];
+    if (r.kind == "valid") {
+      if (!r.fields.empty() && s.end == never && s.lost == never) s.deadline = std::stoll(r.fields[0]);
+    } else if (r.kind == "lost") {
+      if (s.lost == never && s.end == never) {
+        s.lost = r.time;
+        s.loss_reason = r.fields.empty() ? "" : r.fields[0];
+      }
+    } else if (r.kind == "end") {
+      if (s.end == never) s.end = r.time;
+    } else {
+      s.released = r.time;
+      current.erase(it);
+    }
+  }
+  return all;
+}
+
+inline bool intersect(nanos b1, nanos e1, nanos b2, nanos e2) { return b1 < e2 && b2 < e1; }
+
+inline void check_overlaps(const std::string& backend, std::vector<section> sections, backend_figures& fig,
+                           std::vector<violation>& out) {
+  std::sort(sections.begin(), sections.end(), [](const section& a, const section& b) { return a.begin < b.begin; });
+  for (std::size_t i = 0; i < sections.size(); ++i) {
+    for (std::size_t j = i + 1; j < sections.size(); ++j) {
+      const auto& a = sections[i];
+      const auto& b = sections[j];
+      if (a.lock != b.lock || a.worker == b.worker) continue;
+      if (!a.write && !b.write) continue;
+      if (intersect(a.begin, a.effective_end(), b.begin, b.effective_end())) {
+        ++fig.overlaps;
+        // Said for the report: a resource checking fencing tokens would have refused the stale holder.
+        bool fenced = a.token != 0 && b.token > a.token;
+        out.push_back({backend, "overlap on " + a.lock + ": " + describe(a) + " and " + describe(b) +
+                                    (fenced ? " (the later token is larger: fencing would refuse the earlier holder)"
+                                            : "")});
+      } else if (a.cut_short() && intersect(a.begin, a.let_go(), b.begin, b.effective_end())) {
+        ++fig.overlaps_after_loss;
+      }
+    }
+  }
+}
+
+inline void check_tokens(const std::string& backend, std::vector<section> sections, backend_figures& fig,
+                         std::vector<violation>& out) {
+  std::sort(sections.begin(), sections.end(), [](const section& a, const section& b) { return a.begin < b.begin; });
+  std::map<std::string, const section*> max_any, max_write;  // per lock
+  for (const auto& s : sections) {
+    if (s.token == 0) continue;
+    const section* bound = s.write ? max_any[s.lock] : max_write[s.lock];
+    ++fig.token_checks;
+    if (bound && s.token <= bound->token) {
+      ++fig.token_regressions;
+      out.push_back({backend, "fencing token did not grow on " + s.lock + ": " + describe(*bound) + " then " +
+                                  describe(s)});
+    }
+    auto raise = [&s](const section*& m) {
+      if (!m || s.token > m->token) m = &s;
+    };
+    raise(max_any[s.lock]);
+    if (s.write) raise(max_write[s.lock]);
+  }
+}
+
+struct item_fate {
+  bool offered = false, uncertain = false, left = false;
+  int acks = 0, uncertain_acks = 0, takes = 0;
+};
+
+inline void check_queue(const std::string& backend, const std::vector<record>& records, backend_figures& fig,
+                        std::vector<violation>& out) {
+  std::map<std::string, item_fate> items;  // "queue item" -> fate
+  for (const auto& r : records) {
+    if (r.fields.empty()) continue;
+    auto& fate = items[r.subject + " " + r.fields[0]];
+    if (r.kind == "offer") fate.offered = true;
+    else if (r.kind == "offer?") fate.uncertain = true;
+    else if (r.kind == "take") ++fate.takes;
+    else if (r.kind == "ack") ++fate.acks;
+    else if (r.kind == "ack?") ++fate.uncertain_acks;
+    else if (r.kind == "left") fate.left = true;
+    else continue;
+    fig.has_queue = true;
+  }
+  for (const auto& [item, fate] : items) {
+    if (fate.offered) ++fig.offered;
+    if (fate.uncertain && !fate.offered) ++fig.uncertain_offers;
+    if (fate.acks > 0) ++fig.acked;
+    if (fate.left) ++fig.left;
+    if (fate.offered && fate.acks == 0 && fate.uncertain_acks == 0 && !fate.left) {
+      ++fig.lost_items;
+      out.push_back({backend, "queue item lost: " + item + " (offered, taken " + std::to_string(fate.takes) +
+                                  " times, never acknowledged, not in the queue at the end)"});
+    }
+    if (fate.acks > 1 || (fate.acks == 1 && fate.left)) {
+      ++fig.duplicated_items;
+      out.push_back({backend, "queue item delivered twice: " + item + " (acknowledged " + std::to_string(fate.acks) +
+                                  " times" + (fate.left ? ", and still in the queue" : "") + ")"});
+    }
+  }
+}
+
+}  // namespace detail
+
+/// The verdicts over every record of a run (all workers and the orchestrator).
+/// `unfenced_backends`: backends whose locks give no fencing token (tokens
+/// are then not compared, and the report says so).
+inline report analyse(const std::vector<record>& records, const std::set<std::string>& unfenced_backends = {}) {
+  report rep;
+  std::map<std::string, std::vector<record>> by_backend;
+  for (const auto& r : records) by_backend[r.backend].push_back(r);
+  for (auto& [backend, recs] : by_backend) {
+    std::stable_sort(recs.begin(), recs.end(), [](const record& a, const record& b) { return a.time < b.time; });
+    auto& fig = rep.backends[backend];
+    auto sections = detail::build_sections(recs);
+    fig.sections = sections.size();
+    for (const auto& s : sections) {
+      ++fig.sections_by_lock[s.lock];
+      if (s.lost != never) ++fig.losses;
+      if (s.end == never && s.lost == never && s.released == never) ++fig.unfinished;
+    }
+    for (const auto& r : recs) {
+      if (r.kind == "fault") ++fig.faults[r.subject];
+      if (r.kind == "orphan") {
+        ++fig.orphans;
+        std::string detail;
+        for (const auto& f : r.fields) detail += " " + f;
+        rep.violations.push_back({backend, "orphan " + r.subject + ":" + detail});
+      }
+      if (r.kind == "error") {
+        ++fig.errors;
+        std::string detail;
+        for (const auto& f : r.fields) detail += " " + f;
+        rep.violations.push_back({backend, "error in " + r.worker + " (" + r.subject + "):" + detail});
+      }
+    }
+    detail::check_overlaps(backend, sections, fig, rep.violations);
+    fig.fencing_checked = !unfenced_backends.count(backend);
+    if (fig.fencing_checked) detail::check_tokens(backend, sections, fig, rep.violations);
+    detail::check_queue(backend, recs, fig, rep.violations);
+  }
+  return rep;
+}
+
+/// One line of figures for `backend`.
+inline std::string summary_line(const std::string& backend, const backend_figures& fig, std::size_t violations) {
+  std::ostringstream line;
+  line << backend << ": sections=" << fig.sections << " (";
+  bool first = true;
+  for (const auto& [lock, n] : fig.sections_by_lock) {
+    line << (first ? "" : " ") << lock << "=" << n;
+    first = false;
+  }
+  line << ") losses=" << fig.losses << " faults:";
+  if (fig.faults.empty()) line << " none";
+  for (const auto& [kind, n] : fig.faults) line << " " << kind << "=" << n;
+  line << " | overlaps=" << fig.overlaps << " overlaps_after_loss=" << fig.overlaps_after_loss;
+  if (fig.fencing_checked)
+    line << " token_regressions=" << fig.token_regressions << "/" << fig.token_checks;
+  else
+    line << " token_regressions=n/a(no fencing token)";
+  line << " orphans=" << fig.orphans;
+  if (fig.errors) line << " errors=" << fig.errors;
+  if (fig.has_queue)
+    line << " queue offered=" << fig.offered << " acked=" << fig.acked << " left=" << fig.left
+         << " lost=" << fig.lost_items << " duplicated=" << fig.duplicated_items;
+  line << " -> " << (violations == 0 ? "OK" : std::to_string(violations) + " VIOLATION(S)");
+  return line.str();
+}
+
+}  // namespace dlock::chaos

@@ -1,0 +1,459 @@
+// The orchestrator: starts the contender processes of one backend, injects
+// faults at random for the run's duration, stops the contenders, looks for
+// orphans, and hands every record to the checker.
+#include <chaos/support.hpp>
+
+#include <dlock/zk/client.hpp>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <random>
+#include <stdexcept>
+#include <thread>
+
+namespace dlock::chaos {
+namespace {
+
+namespace zk = dlock::zk;
+using namespace std::chrono_literals;
+using std::chrono::milliseconds;
+
+struct worker_process {
+  pid_t pid = -1;
+  std::string recipe;
+  std::string name;
+  bool exited = false;
+  int status = 0;
+};
+
+struct run_ctx {
+  std::string backend;
+  std::string run_id;
+  std::string dir;
+  std::string servers_script;
+  std::vector<host_port> ensemble;  // zk1..zk3
+  std::vector<host_port> masters;   // redis1..redis5
+  std::vector<worker_process> workers;
+  recorder* rec = nullptr;
+  std::mt19937_64 rng;
+
+  int uniform(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); }
+  void sleep_ms(int ms) { std::this_thread::sleep_for(milliseconds(ms)); }
+};
+
+// Runs a shell command; its output goes to the run's log, not to ours.
+int shell(const run_ctx& r, const std::string& command) {
+  std::string full = "timeout 150 " + command + " >> '" + r.dir + "/shell.log' 2>&1";
+  int rc = std::system(full.c_str());
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
+}
+
+// The output of a short command (redis-cli answers).
+std::string capture(const std::string& command) {
+  std::string out;
+  FILE* pipe = ::popen(("timeout 10 " + command + " 2>/dev/null").c_str(), "r");
+  if (!pipe) return out;
+  char buffer[512];
+  while (std::fgets(buffer, sizeof buffer, pipe)) out += buffer;
+  ::pclose(pipe);
+  return out;
+}
+
+int servers(run_ctx& r, const std::string& action, const std::string& name) {
+  int rc = shell(r, "'" + r.servers_script + "' " + action + " " + name);
+  if (rc != 0) r.rec->write("note", "servers", {action, name, "failed", std::to_string(rc)});
+  return rc;
+}
+
+// ZooKeeper's "srvr" four-letter word: is the member on `port` the leader?
+bool is_leader(const host_port& member) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  timeval tv{2, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(member.port);
+  ::inet_pton(AF_INET, member.host.c_str(), &addr.sin_addr);
+  std::string reply;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 && ::write(fd, "srvr", 4) == 4) {
+    char buffer[1024];
+    for (ssize_t n; (n = ::read(fd, buffer, sizeof buffer)) > 0;) reply.append(buffer, static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  return reply.find("Mode: leader") != std::string::npos;
+}
+
+std::string redis_cli(const host_port& m, const std::string& args) {
+  return "redis-cli -h " + m.host + " -p " + std::to_string(m.port) + " " + args;
+}
+
+// --- faults -----------------------------------------------------------------
+// Each fault restores what it broke before it returns, so the next one meets
+// a whole cluster (a quorum for ZooKeeper).
+
+void zk_member_kill(run_ctx& r) {
+  std::string name = "zk" + std::to_string(r.uniform(1, 3));
+  r.rec->write("fault", "member_kill", {name});
+  servers(r, "kill", name);
+  r.sleep_ms(r.uniform(500, 3000));
+  servers(r, "restart", name);
+}
+
+void zk_member_pause(run_ctx& r) {
+  std::string name = "zk" + std::to_string(r.uniform(1, 3));
+  // Longer than two thirds of the session timeout, sometimes longer than all of it.
+  int ms = zk_session_timeout_ms * 2 / 3 + r.uniform(100, zk_session_timeout_ms);
+  r.rec->write("fault", "member_pause", {name, std::to_string(ms) + "ms"});
+  servers(r, "pause", name);
+  r.sleep_ms(ms);
+  servers(r, "resume", name);
+}
+
+void zk_leader_kill(run_ctx& r) {
+  std::string leader;
+  for (std::size_t i = 0; i < r.ensemble.size(); ++i)
+    if (is_leader(r.ensemble[i])) leader = "zk" + std::to_string(i + 1);
+  if (leader.empty()) {
+    r.rec->write("note", "leader_kill", {"no_leader_found"});
+    return;
+  }
+  r.rec->write("fault", "leader_kill", {leader});
+  servers(r, "kill", leader);
+  r.sleep_ms(r.uniform(500, 3000));
+  servers(r, "restart", leader);
+}
+
+void zk_session_expiry(run_ctx& r) {
+  std::vector<worker_process*> alive;
+  for (auto& w : r.workers)
+    if (!w.exited) alive.push_back(&w);
+  if (alive.empty()) return;
+  auto* victim = alive[static_cast<std::size_t>(r.uniform(0, static_cast<int>(alive.size()) - 1))];
+  r.rec->write("fault", "session_expiry", {victim->name});
+  ::kill(victim->pid, SIGUSR1);
+  r.sleep_ms(zk_session_timeout_ms);
+}
+
+// Resets the TCP connections of every client of the ensemble at once, while
+// they have requests in flight: ss -K (needs root and INET_DIAG_DESTROY).
+void zk_connection_cut(run_ctx& r) {
+  std::string filter;
+  for (const auto& m : r.ensemble) filter += (filter.empty() ? "" : " or ") + std::string("dport = :") + std::to_string(m.port);
+  r.rec->write("fault", "connection_cut", {"all_clients"});
+  if (shell(r, "ss -K -tn state established '( " + filter + " )'") != 0)
+    r.rec->write("note", "connection_cut", {"ss_-K_failed"});
+  r.sleep_ms(1000);
+}
+
+// A hook for network partitions: $DLOCK_CHAOS_PARTITION start|stop NAME, when set.
+bool partition_available() { return std::getenv("DLOCK_CHAOS_PARTITION") != nullptr; }
+void partition(run_ctx& r, const std::string& name) {
+  std::string hook = std::getenv("DLOCK_CHAOS_PARTITION");
+  int ms = r.uniform(1000, 2 * zk_session_timeout_ms);
+  r.rec->write("fault", "partition", {name, std::to_string(ms) + "ms"});
+  shell(r, "'" + hook + "' start " + name);
+  r.sleep_ms(ms);
+  shell(r, "'" + hook + "' stop " + name);
+}
+
+// redis1 carries the single-instance lock as well as a fifth of the Redlock:
+// it gets two faults in five, so the single lock meets its master's faults too.
+std::string random_master(run_ctx& r) {
+  return r.uniform(0, 4) < 2 ? "redis1" : "redis" + std::to_string(r.uniform(2, 5));
+}
+const host_port& master_of(run_ctx& r, const std::string& name) {
+  return r.masters.at(static_cast<std::size_t>(std::stoi(name.substr(5)) - 1));
+}
+
+void redis_master_stop(run_ctx& r) {
+  std::string name = random_master(r);
+  int ms = r.uniform(200, 3 * redis_ttl_ms);
+  r.rec->write("fault", "master_stop", {name, std::to_string(ms) + "ms"});
+  servers(r, "pause", name);
+  r.sleep_ms(ms);
+  servers(r, "resume", name);
+}
+
+// Killed, then restarted empty (no persistence) after more than a TTL, as
+// Redlock requires.
+void redis_master_kill(run_ctx& r) {
+  std::string name = random_master(r);
+  r.rec->write("fault", "master_kill_restart", {name});
+  servers(r, "kill", name);
+  r.sleep_ms(redis_ttl_ms + r.uniform(200, 1500));
+  servers(r, "restart", name);
+}
+
+void redis_script_flush(run_ctx& r) {
+  std::string name = random_master(r);
+  r.rec->write("fault", "script_flush", {name});
+  shell(r, redis_cli(master_of(r, name), "SCRIPT FLUSH"));
+}
+
+// Cuts every client connection of one master while commands are in flight.
+void redis_connection_cut(run_ctx& r) {
+  std::string name = random_master(r);
+  r.rec->write("fault", "connection_cut", {name});
+  shell(r, redis_cli(master_of(r, name), "CLIENT KILL TYPE normal SKIPME yes"));
+}
+
+void inject_one(run_ctx& r) {
+  using fault = void (*)(run_ctx&);
+  std::vector<fault> kinds;
+  if (r.backend == "zk")
+    kinds = {zk_member_kill, zk_member_pause, zk_leader_kill, zk_session_expiry, zk_connection_cut};
+  else
+    kinds = {redis_master_stop, redis_master_kill, redis_script_flush, redis_connection_cut};
+  std::size_t choices = kinds.size() + (partition_available() ? 1 : 0);
+  auto pick = static_cast<std::size_t>(r.uniform(0, static_cast<int>(choices) - 1));
+  if (pick == kinds.size())
+    partition(r, r.backend == "zk" ? "zk" + std::to_string(r.uniform(1, 3)) : random_master(r));
+  else
+    kinds[pick](r);
+}
+
+// --- workers ----------------------------------------------------------------
+
+void spawn_workers(run_ctx& r, int seconds) {
+  for (const auto& recipe : recipes_of(r.backend)) {
+    for (int i = 1; i <= processes_per_recipe; ++i) {
+      worker_process w;
+      w.recipe = recipe;
+      w.name = r.backend + "-" + recipe + "-" + std::to_string(i);
+      std::string out = r.dir + "/" + w.name + ".log";
+      std::vector<std::string> args = {"dlock_chaos", "worker", "--backend", r.backend, "--recipe", recipe,
+                                       "--name", w.name, "--out", out, "--run", r.run_id,
+                                       "--seconds", std::to_string(seconds), "--parent", std::to_string(::getpid())};
+      pid_t pid = ::fork();
+      if (pid < 0) throw std::runtime_error("fork failed");
+      if (pid == 0) {
+        std::vector<char*> argv;
+        for (auto& a : args) argv.push_back(a.data());
+        argv.push_back(nullptr);
+        ::execv("/proc/self/exe", argv.data());
+        std::perror("execv");
+        ::_exit(127);
+      }
+      w.pid = pid;
+      r.workers.push_back(w);
+    }
+  }
+}
+
+void reap(run_ctx& r) {
+  for (auto& w : r.workers) {
+    if (w.exited) continue;
+    int status = 0;
+    if (::waitpid(w.pid, &status, WNOHANG) == w.pid) {
+      w.exited = true;
+      w.status = status;
+    }
+  }
+}
+
+void note_early_exits(run_ctx& r) {
+  for (auto& w : r.workers)
+    if (w.exited && !(WIFEXITED(w.status) && WEXITSTATUS(w.status) == 0))
+      r.rec->write("error", w.name, {"worker_exited_early_status", std::to_string(w.status)});
+}
+
+// SIGTERM, then up to 30 s for each to release and leave; SIGKILL after that.
+void stop_workers(run_ctx& r) {
+  reap(r);
+  for (auto& w : r.workers)
+    if (!w.exited) ::kill(w.pid, SIGTERM);
+  auto deadline = std::chrono::steady_clock::now() + 30s;
+  for (;;) {
+    reap(r);
+    bool all = true;
+    for (auto& w : r.workers) all = all && w.exited;
+    if (all || std::chrono::steady_clock::now() > deadline) break;
+    r.sleep_ms(100);
+  }
+  for (auto& w : r.workers) {
+    if (!w.exited) {
+      r.rec->write("error", w.name, {"did_not_stop_within_30s", "stacks_in", w.name + ".stacks"});
+      // Where it hangs, for the report (gdb is optional).
+      std::string gdb = "timeout 60 gdb -p " + std::to_string(w.pid) + " -batch -ex 'thread apply all bt' > '" + r.dir +
+                        "/" + w.name + ".stacks' 2>&1";
+      [[maybe_unused]] int rc = std::system(gdb.c_str());
+      ::kill(w.pid, SIGKILL);
+      ::waitpid(w.pid, &w.status, 0);
+      w.exited = true;
+    } else if (!(WIFEXITED(w.status) && WEXITSTATUS(w.status) == 0)) {
+      r.rec->write("error", w.name, {"exit_status", std::to_string(w.status)});
+    }
+  }
+}
+
+// Every server of the backend answers again (a fault may have failed half way).
+void restore_servers(run_ctx& r) {
+  std::vector<std::string> names;
+  if (r.backend == "zk")
+    names = {"zk1", "zk2", "zk3"};
+  else
+    names = {"redis1", "redis2", "redis3", "redis4", "redis5"};
+  for (const auto& n : names) servers(r, "resume", n);
+  std::string status = capture("'" + r.servers_script + "' status");
+  for (const auto& n : names)
+    if (status.find(n + " stopped") != std::string::npos) servers(r, "restart", n);
+}
+
+// --- the end: orphans and what is left in the queue ---------------------------
+
+asio::awaitable<void> zk_inventory(run_ctx* r) {
+  zk::options o;
+  o.hosts = required_env("DLOCK_ZK_ENSEMBLE");
+  o.session_timeout = milliseconds(zk_session_timeout_ms);
+  zk::client session(co_await asio::this_coro::executor, o);
+  co_await session.connect();
+  for (const std::string recipe : {"mutex", "rwlock", "election", "queue.claims"}) {
+    auto path = zk_path(r->run_id, recipe);
+    auto [ec, children, st] = co_await session.get_children(path, asio::as_tuple(asio::use_awaitable));
+    if (ec && ec != zk::error::no_node) r->rec->write("note", "inventory", {path, "list_failed"});
+    for (const auto& child : children) r->rec->write("orphan", "node", {path + "/" + child});
+  }
+  auto queue = zk_path(r->run_id, "queue");
+  auto [ec, items, st] = co_await session.get_children(queue, asio::as_tuple(asio::use_awaitable));
+  if (ec && ec != zk::error::no_node) r->rec->write("error", "inventory", {queue, "list_failed"});
+  for (const auto& item : items) {
+    auto [get_ec, data, item_stat] = co_await session.get(queue + "/" + item, asio::as_tuple(asio::use_awaitable));
+    if (!get_ec) r->rec->write("left", "queue", {data, item});
+  }
+  r->rec->write("note", "inventory", {"queue_items_left", std::to_string(items.size())});
+  co_await session.close();
+}
+
+void inventory(run_ctx& r) {
+  if (r.backend == "zk") {
+    // Nodes of a dead session may live until its timeout: wait it out.
+    r.sleep_ms(zk_session_timeout_ms + 2000);
+    asio::io_context io;
+    std::exception_ptr failure;
+    asio::co_spawn(io, zk_inventory(&r), [&](std::exception_ptr e) { failure = e; });
+    io.run_for(60s);
+    if (failure) {
+      try {
+        std::rethrow_exception(failure);
+      } catch (const std::exception& e) {
+        r.rec->write("error", "inventory", {"zk_inventory_failed", e.what()});
+      }
+    }
+    return;
+  }
+  r.sleep_ms(redis_ttl_ms + 1000);  // past every TTL
+  for (const auto& recipe : recipes_of("redis")) {
+    auto key = redis_key(r.run_id, recipe);
+    for (std::size_t i = 0; i < r.masters.size(); ++i) {
+      std::string answer = capture(redis_cli(r.masters[i], "EXISTS " + key));
+      if (answer.find('1') != std::string::npos)
+        r.rec->write("orphan", "key", {"redis" + std::to_string(i + 1), key});
+      else if (answer.find('0') == std::string::npos)
+        r.rec->write("error", "inventory", {"redis" + std::to_string(i + 1), "no_answer"});
+    }
+  }
+}
+
+}  // namespace
+
+int run_main(const arguments& args) {
+  run_ctx r;
+  r.backend = argument(args, "backend");
+  int seconds = std::stoi(argument(args, "seconds", "60"));
+  r.dir = argument(args, "dir");
+  auto seed = std::stoull(argument(args, "seed", std::to_string(std::random_device{}())));
+  r.rng.seed(seed);
+  r.run_id = r.backend + "-" + std::to_string(::getpid()) + "-" + std::to_string(seed % 100000);
+  r.servers_script = required_env("DLOCK_SERVERS_SCRIPT");
+  r.ensemble = parse_hosts(required_env("DLOCK_ZK_ENSEMBLE"));
+  r.masters = parse_hosts(required_env("DLOCK_REDIS_MASTERS"));
+  if (r.ensemble.size() != 3 || r.masters.size() != 5)
+    throw std::runtime_error("expected 3 ensemble members and 5 redis masters");
+  std::filesystem::create_directories(r.dir);
+  recorder rec(r.dir + "/orchestrator-" + r.backend + ".log", r.backend, "-");
+  r.rec = &rec;
+  rec.write("note", "run", {r.run_id, "seconds", std::to_string(seconds), "seed", std::to_string(seed)});
+  std::cerr << "chaos " << r.backend << ": run " << r.run_id << " for " << seconds << " s (seed " << seed
+            << "), records in " << r.dir << "\n";
+
+  spawn_workers(r, seconds);
+  r.sleep_ms(3000);  // let them connect and contend before the first fault
+  auto end = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  while (std::chrono::steady_clock::now() < end) {
+    reap(r);
+    inject_one(r);
+    r.sleep_ms(r.uniform(1000, 3000));
+  }
+  reap(r);
+  note_early_exits(r);
+  restore_servers(r);
+  r.sleep_ms(2000);  // the contenders get back to work on a whole cluster
+  stop_workers(r);
+  inventory(r);
+  rec.write("note", "run", {"done"});
+  return check_main({r.dir});
+}
+
+int check_main(const std::vector<std::string>& dirs) {
+  std::vector<record> records;
+  std::vector<std::string> errors;
+  for (const auto& dir : dirs) {
+    for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+      if (entry.path().extension() != ".log" || entry.path().filename() == "shell.log") continue;
+      std::ifstream in(entry.path());
+      for (std::string line; std::getline(in, line);) {
+        record r;
+        std::string error;
+        if (parse_record(line, r, error))
+          records.push_back(r);
+        else if (!error.empty())
+          errors.push_back(entry.path().string() + ": " + error);
+      }
+    }
+  }
+  auto rep = analyse(records, {"redis"});
+  rep.parse_errors = errors;
+  for (const auto& e : errors) std::cout << "unreadable record: " << e << "\n";
+  std::size_t shown = 0;
+  for (const auto& v : rep.violations) {
+    if (++shown > 30) {
+      std::cout << "... and " << rep.violations.size() - 30 << " more violations\n";
+      break;
+    }
+    std::cout << "VIOLATION " << v.backend << ": " << v.what << "\n";
+  }
+  for (const auto& [backend, fig] : rep.backends) {
+    std::size_t count = 0;
+    for (const auto& v : rep.violations) count += v.backend == backend;
+    std::cout << summary_line(backend == "zk" ? "zookeeper" : backend, fig, count)
+              << (backend == "redis" ? " (fencing not checked: Redis locks have no fencing token yet)" : "")
+              << "\n";
+  }
+  if (rep.backends.empty()) {
+    std::cout << "no records found\n";
+    return 1;
+  }
+  return rep.ok() ? 0 : 1;
+}
+
+}  // namespace dlock::chaos

@@ -1,0 +1,170 @@
+// The chaos checker's verdicts on synthetic records (test/chaos/checker.hpp).
+#include <chaos/checker.hpp>
+
+#include <boost/test/unit_test.hpp>
+
+#include <string>
+#include <vector>
+
+using namespace dlock::chaos;
+
+namespace {
+
+std::vector<record> parse(const std::vector<std::string>& lines) {
+  std::vector<record> out;
+  for (const auto& line : lines) {
+    record r;
+    std::string error;
+    BOOST_REQUIRE_MESSAGE(parse_record(line, r, error), "parses: " << line << " " << error);
+    out.push_back(r);
+  }
+  return out;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(chaos_checker)
+
+BOOST_AUTO_TEST_CASE(records_round_trip_and_bad_lines_are_reported) {
+  record r;
+  std::string error;
+  BOOST_TEST(parse_record("zk begin /l w1 100 w 7", r, error));
+  BOOST_TEST(format_record(r) == "zk begin /l w1 100 w 7");
+  BOOST_TEST(!parse_record("   ", r, error));
+  BOOST_TEST(error.empty());
+  BOOST_TEST(!parse_record("zk begin /l w1 not-a-time", r, error));
+  BOOST_TEST(!error.empty());
+  error.clear();
+  BOOST_TEST(!parse_record("zk begin /l w1 100 w 6.8e+12", r, error));
+  BOOST_TEST(!error.empty());
+  error.clear();
+  BOOST_TEST(!parse_record("redis valid k w1 100", r, error));
+  BOOST_TEST(!error.empty());
+}
+
+BOOST_AUTO_TEST_CASE(successive_sections_are_clean) {
+  auto rep = analyse(parse({"zk begin /l a 100 w 5", "zk end /l a 200", "zk begin /l b 210 w 6", "zk end /l b 300",
+                            "zk fault member_kill - 150 zk2"}));
+  BOOST_TEST(rep.ok());
+  BOOST_TEST(rep.backends["zk"].sections == 2u);
+  BOOST_TEST(rep.backends["zk"].faults["member_kill"] == 1u);
+  BOOST_TEST(rep.backends["zk"].token_checks == 2u);
+}
+
+BOOST_AUTO_TEST_CASE(an_overlap_is_a_violation) {
+  auto rep = analyse(parse({"zk begin /l a 100 w 5", "zk begin /l b 150 w 6", "zk end /l a 200", "zk end /l b 300"}));
+  BOOST_TEST(!rep.ok());
+  BOOST_TEST(rep.backends["zk"].overlaps == 1u);
+  BOOST_REQUIRE(rep.violations.size() == 1u);
+  BOOST_TEST(rep.violations[0].what.find("overlap on /l") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(an_overlap_after_the_holder_was_told_of_its_loss_is_allowed) {
+  auto rep = analyse(parse({"zk begin /l a 100 w 5", "zk lost /l a 140 session_expired", "zk begin /l b 150 w 6",
+                            "zk released /l a 200", "zk end /l b 300"}));
+  BOOST_TEST(rep.ok());
+  BOOST_TEST(rep.backends["zk"].overlaps == 0u);
+  BOOST_TEST(rep.backends["zk"].overlaps_after_loss == 1u);
+  BOOST_TEST(rep.backends["zk"].losses == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(a_section_ends_when_its_holder_is_released_and_only_a_loss_makes_an_allowed_overlap) {
+  // b begins between a's end and a's release: no overlap, and none "after loss" (a was not lost).
+  auto rep = analyse(parse({"zk begin /l a 100 w 5", "zk end /l a 140", "zk begin /l b 150 w 6",
+                            "zk released /l a 160", "zk end /l b 300", "zk released /l b 310",
+                            "zk begin /l a 400 w 7", "zk end /l a 500"}));
+  BOOST_TEST(rep.ok());
+  BOOST_TEST(rep.backends["zk"].sections == 3u);
+  BOOST_TEST(rep.backends["zk"].overlaps_after_loss == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(a_loss_told_after_the_next_holder_began_is_still_an_overlap) {
+  auto rep = analyse(parse({"zk begin /l a 100 w 5", "zk begin /l b 150 w 6", "zk lost /l a 160 session_expired",
+                            "zk end /l a 200", "zk end /l b 300"}));
+  BOOST_TEST(rep.backends["zk"].overlaps == 1u);
+  BOOST_TEST(!rep.ok());
+}
+
+BOOST_AUTO_TEST_CASE(a_section_ends_at_its_validity_deadline) {
+  // a's validity ran out at 140: b may begin at 150 even though a's end record is later.
+  auto ok = analyse(parse({"redis begin k a 100 w 0", "redis valid k a 100 140", "redis begin k b 150 w 0",
+                           "redis end k a 200", "redis end k b 300"}),
+                    {"redis"});
+  BOOST_TEST(ok.ok());
+  BOOST_TEST(!ok.backends["redis"].fencing_checked);
+  // A later deadline (an extension) keeps it alive past b's begin: overlap.
+  auto bad = analyse(parse({"redis begin k a 100 w 0", "redis valid k a 100 140", "redis valid k a 130 170",
+                            "redis begin k b 150 w 0", "redis end k a 200", "redis end k b 300"}),
+                     {"redis"});
+  BOOST_TEST(bad.backends["redis"].overlaps == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(readers_may_overlap_each_other_but_not_a_writer) {
+  auto readers = analyse(parse({"zk begin /rw a 100 r 5", "zk begin /rw b 110 r 6", "zk end /rw a 200",
+                                "zk end /rw b 210"}));
+  BOOST_TEST(readers.ok());
+  auto writer = analyse(parse({"zk begin /rw a 100 r 5", "zk begin /rw b 110 w 6", "zk end /rw a 200",
+                               "zk end /rw b 210"}));
+  BOOST_TEST(writer.backends["zk"].overlaps == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(sections_of_different_locks_do_not_overlap) {
+  auto rep = analyse(parse({"zk begin /a x 100 w 5", "zk begin /b y 110 w 6", "zk end /a x 200", "zk end /b y 210"}));
+  BOOST_TEST(rep.ok());
+}
+
+BOOST_AUTO_TEST_CASE(a_token_that_did_not_grow_is_a_violation) {
+  auto rep = analyse(parse({"zk begin /l a 100 w 9", "zk end /l a 200", "zk begin /l b 210 w 7", "zk end /l b 300"}));
+  BOOST_TEST(rep.backends["zk"].token_regressions == 1u);
+  BOOST_TEST(rep.backends["zk"].overlaps == 0u);
+  BOOST_TEST(!rep.ok());
+  // A reader's token is compared with writers only: concurrent readers may begin out of token order.
+  auto readers = analyse(parse({"zk begin /rw a 100 r 9", "zk begin /rw b 110 r 8", "zk end /rw a 200",
+                                "zk end /rw b 210", "zk begin /rw c 220 w 10", "zk end /rw c 230"}));
+  BOOST_TEST(readers.ok());
+  // Unfenced backends are not compared.
+  auto unfenced = analyse(parse({"redis begin k a 100 w 9", "redis end k a 200", "redis begin k b 210 w 7",
+                                 "redis end k b 300"}),
+                          {"redis"});
+  BOOST_TEST(unfenced.ok());
+}
+
+BOOST_AUTO_TEST_CASE(a_lost_queue_item_is_a_violation) {
+  auto rep = analyse(parse({"zk offer /q p 100 i1", "zk offer /q p 110 i2", "zk take /q c 120 i1", "zk ack /q c 130 i1",
+                            "zk take /q c 140 i2"}));
+  BOOST_TEST(rep.backends["zk"].lost_items == 1u);
+  BOOST_TEST(rep.backends["zk"].offered == 2u);
+  BOOST_REQUIRE(rep.violations.size() == 1u);
+  BOOST_TEST(rep.violations[0].what.find("i2") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(an_item_left_in_the_queue_or_acked_uncertainly_is_not_lost) {
+  auto rep = analyse(parse({"zk offer /q p 100 i1", "zk offer /q p 110 i2", "zk take /q c 120 i1",
+                            "zk ack? /q c 130 i1", "zk left /q - 500 i2"}));
+  BOOST_TEST(rep.ok());
+  BOOST_TEST(rep.backends["zk"].left == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(an_item_delivered_twice_is_a_violation) {
+  auto rep = analyse(parse({"zk offer /q p 100 i1", "zk take /q c 120 i1", "zk ack /q c 130 i1",
+                            "zk take /q d 125 i1", "zk ack /q d 135 i1"}));
+  BOOST_TEST(rep.backends["zk"].duplicated_items == 1u);
+  BOOST_TEST(!rep.ok());
+  // Acknowledged and still in the queue: delivered, and will be again.
+  auto left = analyse(parse({"zk offer /q p 100 i1", "zk ack /q c 130 i1", "zk left /q - 500 i1"}));
+  BOOST_TEST(left.backends["zk"].duplicated_items == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(an_orphan_is_a_violation_and_the_line_shows_the_figures) {
+  auto rep = analyse(parse({"zk begin /l a 100 w 5", "zk end /l a 200", "zk orphan node - 900 /l/_c_x-lock-0001",
+                            "zk fault leader_kill - 150 zk3"}));
+  BOOST_TEST(rep.backends["zk"].orphans == 1u);
+  BOOST_TEST(!rep.ok());
+  auto line = summary_line("zk", rep.backends["zk"], rep.violations.size());
+  BOOST_TEST(line.find("sections=1") != std::string::npos);
+  BOOST_TEST(line.find("leader_kill=1") != std::string::npos);
+  BOOST_TEST(line.find("orphans=1") != std::string::npos);
+  BOOST_TEST(line.find("VIOLATION") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
