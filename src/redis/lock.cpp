@@ -26,12 +26,6 @@ namespace {
 
 constexpr auto tuple_token = asio::as_tuple(asio::deferred);
 
-// An acquire whose SET may have been applied though we saw no reply.
-bool outcome_unknown(error_code ec) {
-  return ec == asio::error::operation_aborted || ec == redis::error::timed_out ||
-         ec == redis::error::connection_lost || ec == dlock::error::closed;
-}
-
 }  // namespace
 
 struct lock_state : std::enable_shared_from_this<lock_state> {
@@ -130,7 +124,7 @@ asio::awaitable<error_code> attempts(std::shared_ptr<lock_state> s, steady_time 
     auto op = s->conn->exec(std::move(set), tuple_token);
     auto [ec, r] = co_await std::move(op);
     if (ec) {
-      if (outcome_unknown(ec)) s->delete_in_background(token);  // leave no stray key
+      if (set_outcome_unknown(ec)) s->delete_in_background(token);  // leave no stray key
       co_return ec;
     }
     auto outcome = interpret_set(r);
@@ -239,7 +233,7 @@ struct set_reply {
 
   void operator()(error_code ec, reply r) {
     if (ec) {
-      if (outcome_unknown(ec)) s->delete_in_background(token);  // leave no stray key
+      if (set_outcome_unknown(ec)) s->delete_in_background(token);  // leave no stray key
       return finish(ec);
     }
     switch (interpret_set(r)) {
