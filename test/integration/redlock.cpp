@@ -477,7 +477,7 @@ BOOST_AUTO_TEST_CASE(bad_input_is_rejected_before_anything_is_sent) {
   masters_t five;
   for (std::size_t i = 0; i < 5; ++i) {
     redis::options o;
-    o.port = 1;  // never connected: nothing may be sent
+    o.port = static_cast<std::uint16_t>(1 + i);  // never connected: nothing may be sent (distinct: no duplicates)
     five.push_back(std::make_shared<redis::connection>(ex, o));
   }
   redis::redlock_options good;

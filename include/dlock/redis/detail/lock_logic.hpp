@@ -57,10 +57,11 @@ inline set_outcome interpret_set(const reply& r) {
 }
 
 /// An acquire whose SET may have been applied though we saw no reply: its
-/// token is then deleted (compare-and-delete) so no stray key is left.
+/// token is then deleted (compare-and-delete) so no stray key is left. A
+/// protocol error fails commands that may have run.
 inline bool set_outcome_unknown(error_code ec) {
   return ec == boost::asio::error::operation_aborted || ec == redis::error::timed_out ||
-         ec == redis::error::connection_lost || ec == dlock::error::closed;
+         ec == redis::error::connection_lost || ec == redis::error::protocol_error || ec == dlock::error::closed;
 }
 
 /// The compare-and-delete / compare-and-PEXPIRE scripts return 1 when our
