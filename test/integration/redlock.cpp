@@ -401,6 +401,36 @@ asio::awaitable<void> release_then_acquire(asio::any_io_executor ex) {
   close_all(masters);
 }
 
+
+// Destroying a redlock ends its acquire in progress: it never takes the keys
+// afterwards (they would stay for the TTL, with nobody to release them).
+asio::awaitable<void> destroyed_while_acquiring(asio::any_io_executor ex) {
+  auto masters = co_await connect_masters(ex, 3);
+  auto key = dlock::test::unique_name("redlock-gone");
+  redis::redlock holder(ex, masters, key, quick_options());
+  auto hold = holder.acquire(tuple_token);
+  auto [ec_h] = co_await std::move(hold);
+  BOOST_REQUIRE(!ec_h);
+  auto o = quick_options();
+  o.retry_count = -1;
+  o.wait_limit = 10s;
+  o.retry_delay = 10ms;
+  o.retry_jitter = 2ms;
+  auto waiter = std::make_unique<redis::redlock>(ex, masters, key, o);
+  auto result = std::make_shared<std::optional<error_code>>();
+  waiter->acquire([result](error_code e) { *result = e; });
+  co_await sleep_for(60ms);
+  BOOST_REQUIRE(!result->has_value());
+  waiter.reset();
+  auto free = holder.release(tuple_token);
+  co_await std::move(free);
+  co_await sleep_for(200ms);
+  BOOST_REQUIRE(result->has_value());
+  BOOST_CHECK_MESSAGE(**result == asio::error::operation_aborted, (*result)->message());
+  for (std::size_t i = 0; i < 3; ++i) BOOST_CHECK_MESSAGE(get_key(i, key).empty(), "master " << i << ": " << get_key(i, key));
+  close_all(masters);
+}
+
 // F10: the acquire sends only `SET key token NX PX ttl`, which every Redis
 // since 2.6.12 accepts (`SET ... NX GET` needs 7.0). Seen in the server's
 // slow log, with every command logged.
@@ -447,6 +477,7 @@ BOOST_AUTO_TEST_CASE(failed_attempt_cleanup_never_deletes_the_next_attempts_key)
   run(cleanup_never_deletes_the_next_attempts_key);
 }
 BOOST_AUTO_TEST_CASE(release_not_awaited_then_acquire_one_operation_at_a_time) { run(release_then_acquire); }
+BOOST_AUTO_TEST_CASE(destroyed_while_acquiring_never_takes_the_keys) { run(destroyed_while_acquiring); }
 BOOST_AUTO_TEST_CASE(acquire_sends_set_nx_px_without_get) { run(acquire_uses_plain_set_nx_px); }
 
 BOOST_AUTO_TEST_CASE(duplicate_masters_are_refused) {
