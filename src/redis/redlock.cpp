@@ -97,6 +97,7 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
     if (owner_->state == hold_state::acquiring || owner_->releasing)
       return complete(dlock::error::in_progress, in_initiation);
     owner_->state = hold_state::acquiring;
+    owner_->acquire_op = weak_from_this();
     next_attempt();
   }
 
@@ -142,6 +143,7 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
   }
 
   // Cleanup runs on handlers of its own: the caller's cancellation never reaches it.
+ public:
   void cancel() {
     if (!handler_) return;
     if (current_) {
@@ -154,6 +156,8 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
     owner_->state = hold_state::idle;
     complete(asio::error::operation_aborted);
   }
+
+ private:
 
   static constexpr bool in_initiation = true;
   void complete(error_code ec, bool initiating = false) {
@@ -286,6 +290,8 @@ redlock::redlock(asio::any_io_executor executor, std::vector<std::shared_ptr<con
 
 redlock::~redlock() {
   asio::post(impl_->executor, [impl = impl_] {
+    // An acquire in progress ends (operation_aborted): nobody could release what it took.
+    if (auto op = impl->acquire_op.lock()) std::static_pointer_cast<detail::lock_op>(op)->cancel();
     if (impl->state == detail::hold_state::held || impl->state == detail::hold_state::lost)
       impl->end_hold([impl](error_code) { impl->release_in_background(); });
   });

@@ -45,6 +45,7 @@ class redlock_impl : public std::enable_shared_from_this<redlock_impl> {
 
   hold_state state = hold_state::idle;
   bool releasing = false;  // a release() has not completed yet
+  std::weak_ptr<void> acquire_op;  // the acquire in progress: ~redlock ends it
   std::uint64_t generation = 0;  // bumped by every attempt, so stale ones keep quiet
   std::uint64_t hold_id = 0;     // bumped by every acquisition and release
   redlock_clock::time_point held_start{};   // when the last SET or extend was sent

@@ -73,8 +73,9 @@ class redlock {
   /// outside [0, 1) and other bad options: nothing is sent.
   redlock(asio::any_io_executor executor, std::vector<std::shared_ptr<connection>> masters,
           std::string key, redlock_options options = {});
-  /// Releases a held lock in the background (its keys would otherwise live
-  /// until the TTL ends).
+  /// Ends an acquire in progress (it completes with operation_aborted and
+  /// takes no key afterwards) and releases a held lock in the background
+  /// (its keys would otherwise live until the TTL ends).
   ~redlock();
   redlock(const redlock&) = delete;
   redlock& operator=(const redlock&) = delete;
