@@ -24,6 +24,9 @@ class category final : public boost::system::error_category {
       case error::removal_uncertain:
         return "the item's removal reply was lost to a connection drop: this consumer or another may have "
                "taken it (use the claim/ack mode where this matters)";
+      case error::in_progress:
+        return "another operation on this lock object has not finished yet (one operation at a time: "
+               "await the previous acquire or release first)";
     }
     return "unknown dlock error " + std::to_string(value);
   }

@@ -23,6 +23,8 @@ enum class error {
   empty,                 ///< the queue has no item
   removal_uncertain,     ///< a queue item's removal reply was lost to a connection drop:
                          ///< it may have been taken by this consumer or another
+  in_progress,           ///< another operation on this lock object (an acquire or a release)
+                         ///< has not finished yet: one operation at a time
 };
 
 const boost::system::error_category& error_category() noexcept;

@@ -324,6 +324,8 @@ void connection_impl::check_deadlines() {
 
 void connection_impl::connect(handler_type0 handler) {
   if (closed_) return post_completion(executor_, std::move(handler), error_code(dlock::error::closed));
+  if (!options_invalid_reason(opts_).empty())
+    return post_completion(executor_, std::move(handler), error_code(dlock::error::invalid_argument));
   if (state_ == connection_state::connected) return post_completion(executor_, std::move(handler), error_code());
   add_waiter(connection_state::connected, true, std::move(handler));
   if (running_) return;
@@ -614,13 +616,13 @@ void connection_access::abandon(connection& c, request_handle handle) {
   });
 }
 
-void connection_access::submit(connection& c, encoded_command cmd, handler_type handler) {
-  auto r = c.impl_->make_request();
+void connection_access::submit(connection_impl& impl, encoded_command cmd, handler_type handler) {
+  auto r = impl.make_request();
   set_command(*r, std::move(cmd));
   r->in_place = true;
   r->handler.emplace(std::move(handler));
-  c.impl_->bind_cancellation(r);
-  c.impl_->enqueue(std::move(r));
+  impl.bind_cancellation(r);
+  impl.enqueue(std::move(r));
 }
 
 }  // namespace detail

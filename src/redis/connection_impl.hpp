@@ -18,6 +18,7 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <string_view>
 
 namespace boost::asio::ssl {
 class context;
@@ -86,13 +87,16 @@ std::pair<std::string, std::size_t> evalsha_wire(const script::data& s, const co
 // continuations that may run in place (see request::in_place).
 struct connection_access {
   static void exec(connection& c, command cmd, handler_type handler) {
-    submit(c, encode(std::move(cmd)), std::move(handler));
+    submit(*c.impl_, encode(std::move(cmd)), std::move(handler));
   }
   static void eval(connection& c, const script& s, const command& tail, handler_type handler) {
-    submit(c, encode_eval(s, tail), std::move(handler));
+    submit(*c.impl_, encode_eval(s, tail), std::move(handler));
   }
+  // The internals, shared: a lock keeps them, not the handle, so a handle
+  // destroyed first leaves it a closed connection rather than freed memory.
+  static std::shared_ptr<connection_impl> impl(connection& c) { return c.impl_; }
   // From the connection's executor, with a handler that may run in place.
-  static void submit(connection& c, encoded_command cmd, handler_type handler);
+  static void submit(connection_impl& impl, encoded_command cmd, handler_type handler);
   // For Redlock's fan-outs, which abandon commands themselves (no
   // cancellation slot). `on_executor`: the caller runs on the connection's
   // executor and so does the sink, which then gets replies in place. Returns
@@ -103,6 +107,15 @@ struct connection_access {
   // if it comes, is read and dropped.
   static void abandon(connection& c, request_handle r);
 };
+
+// Why a connection cannot work with `o` (empty when it can): refused by
+// connect() with dlock::error::invalid_argument, nothing sent.
+inline std::string_view options_invalid_reason(const options& o) noexcept {
+  if (o.reconnect && o.reconnect_min <= std::chrono::milliseconds::zero())
+    return "reconnect_min must be positive (reconnecting would spin)";
+  if (o.reconnect && o.reconnect_max < o.reconnect_min) return "reconnect_max must not be below reconnect_min";
+  return {};
+}
 
 class connection_impl : public std::enable_shared_from_this<connection_impl> {
  public:

@@ -18,6 +18,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include <optional>
 #include <random>
 
 namespace dlock::redis {
@@ -26,56 +27,154 @@ namespace {
 
 constexpr auto tuple_token = asio::as_tuple(asio::deferred);
 
-// An acquire whose SET may have been applied though we saw no reply.
-bool outcome_unknown(error_code ec) {
-  return ec == asio::error::operation_aborted || ec == redis::error::timed_out ||
-         ec == redis::error::connection_lost || ec == dlock::error::closed;
+// A command to the connection's internals, which the lock shares: a
+// connection destroyed first fails it with dlock::error::closed. Called on
+// the connection's executor.
+template <class Token>
+auto async_submit(const std::shared_ptr<connection_impl>& conn, encoded_command cmd, Token&& token) {
+  return asio::async_initiate<Token, void(error_code, reply)>(
+      [](auto handler, std::shared_ptr<connection_impl> c, encoded_command e) {
+        connection_access::submit(*c, std::move(e), handler_type(std::move(handler)));
+      },
+      token, conn, std::move(cmd));
 }
+
+encoded_command release_command(const std::string& key, const std::string& token) {
+  return encode_eval(release_script(), connection::eval_tail({std::string_view(key)}, {std::string_view(token)}));
+}
+
+// A cleanup the server says it did not run (the script was not in its cache
+// and the connection did not fall back to EVAL): it must be sent again.
+bool not_run(error_code ec) { return ec == redis::error::no_script; }
+// The connection was down: the cleanup never reached the server, or its reply
+// was lost. Sent again once the connection is back.
+bool connection_was_down(error_code ec) {
+  return ec == redis::error::not_connected || ec == redis::error::connection_lost;
+}
+constexpr int max_cleanup_sends = 10;
 
 }  // namespace
 
+// An acquire that waits for cleanups in flight before sending its SET.
+struct waiting_acquire {
+  bool retry;
+  asio::any_completion_handler<void(error_code)> handler;
+  bool in_place;
+};
+
 struct lock_state : std::enable_shared_from_this<lock_state> {
-  lock_state(connection& c, std::string k, lock_options o)
-      : conn(&c),
+  lock_state(std::shared_ptr<connection_impl> c, std::string k, lock_options o)
+      : conn(std::move(c)),
+        executor(conn->executor()),
         key(std::move(k)),
         opts(o),
-        loss(c.get_executor()),
-        extender(c.get_executor(), loss),
-        validity_timer(c.get_executor()),
+        loss(executor),
+        extender(executor, loss),
+        validity_timer(executor),
+        retry_pause(executor),
         random(jitter_seed()) {}
 
   std::chrono::microseconds drift_for(std::chrono::milliseconds ttl) const {
     return detail::drift(ttl, opts.drift_factor, opts.drift_extra);
   }
-  // Best effort, in the background: the compare-and-delete of `t`.
-  void delete_in_background(const std::string& t) {
-    conn->eval(release_script(), {key}, {t}, asio::detached);
-  }
 
-  connection* conn;
+  // The connection's internals, shared (see async_submit).
+  std::shared_ptr<connection_impl> conn;
+  asio::any_io_executor executor;
   std::string key;
   lock_options opts;
   std::string token;
   steady_time acquired{};
   steady_time valid_until{};
+  // One operation at a time: at most one of these is true.
   bool held = false;
   bool acquiring = false;
+  bool releasing = false;
+  bool destroyed = false;  // ~lock ran: an acquire in progress gives up
+  // Compare-and-deletes sent and not answered yet. No SET NX is sent while
+  // one is: its reply (or timeout) comes first, whatever the connection does
+  // with it meanwhile (a NOSCRIPT fallback may re-send it later).
+  int cleanups_in_flight = 0;
+  std::optional<waiting_acquire> waiting;
   lock_loss loss;
   auto_extender extender;  // after `loss`, which it refers to
   // Without auto-extension: wakes when validity ends (see watch_validity).
   asio::steady_timer validity_timer;
   steady_time validity_timer_at{};  // its pending expiry; zero when idle
+  asio::steady_timer retry_pause;   // between attempts; cancelled by ~lock
   std::minstd_rand random;
 };
 
 namespace {
+
+void send_first_set(std::shared_ptr<lock_state> s, bool retry, asio::any_completion_handler<void(error_code)> h,
+                    bool in_place);
+
+// ---- cleanups: the compare-and-delete of an attempt's token ----
+
+// Sent again when the server did not run it, and after a reconnection when
+// the connection was down, until the key has surely expired (`give_up`).
+struct cleanup_reply {
+  std::shared_ptr<lock_state> s;
+  std::string token;
+  steady_time give_up;
+  int sends = 1;
+  void operator()(error_code ec, reply);
+};
+
+void send_cleanup(cleanup_reply c) {
+  ++c.s->cleanups_in_flight;
+  auto& conn = *c.s->conn;
+  auto command = release_command(c.s->key, c.token);  // before `c` is moved
+  connection_access::submit(conn, std::move(command), std::move(c));
+}
+
+// Best effort, in the background: leave no key of ours behind.
+void start_cleanup(const std::shared_ptr<lock_state>& s, std::string token) {
+  send_cleanup(cleanup_reply{s, std::move(token), steady_clock::now() + s->opts.ttl});
+}
+
+asio::awaitable<void> resend_when_connected(cleanup_reply c) {
+  asio::steady_timer poll(c.s->executor);
+  while (c.s->conn->state() != connection_state::connected) {
+    if (c.s->conn->state() == connection_state::closed || steady_clock::now() >= c.give_up) co_return;
+    poll.expires_after(std::chrono::milliseconds(20));
+    co_await poll.async_wait(tuple_token);
+  }
+  ++c.sends;
+  send_cleanup(std::move(c));
+}
+
+// A cleanup was answered: an acquire waiting for the last one goes on.
+void cleanup_answered(const std::shared_ptr<lock_state>& s) {
+  if (--s->cleanups_in_flight > 0 || !s->waiting) return;
+  auto w = std::move(*s->waiting);
+  s->waiting.reset();
+  send_first_set(s, w.retry, std::move(w.handler), w.in_place);
+}
+
+void cleanup_reply::operator()(error_code ec, reply) {
+  auto state = s;  // *this may be moved on
+  bool again = sends < max_cleanup_sends && steady_clock::now() < give_up;
+  if (again && not_run(ec)) {
+    ++sends;
+    send_cleanup(std::move(*this));  // still in flight: a waiting acquire keeps waiting
+  } else if (again && connection_was_down(ec)) {
+    asio::co_spawn(state->executor, resend_when_connected(std::move(*this)), asio::detached);
+  }
+  cleanup_answered(state);
+}
+
+// ---- holding ----
 
 asio::awaitable<extend_outcome> extend_step(std::weak_ptr<lock_state> weak) {
   auto s = weak.lock();
   if (!s) co_return extend_outcome{dlock::error::closed, {}};
   auto ttl = s->opts.ttl;
   auto sent = steady_clock::now();
-  auto op = s->conn->eval(extend_script(), {s->key}, {s->token, std::to_string(ttl.count())}, tuple_token);
+  auto ttl_text = std::to_string(ttl.count());
+  auto tail = connection::eval_tail({std::string_view(s->key)}, {std::string_view(s->token), std::string_view(ttl_text)});
+  auto op = async_submit(s->conn, encode_eval(extend_script(), tail), tuple_token);
   auto [ec, r] = co_await std::move(op);
   if (!ec) ec = interpret_compare_script(r);
   if (ec) co_return extend_outcome{ec, {}};
@@ -114,31 +213,51 @@ void on_acquired(const std::shared_ptr<lock_state>& s, std::string token, steady
   s->extender.start(settings, sent, s->valid_until, [weak] { return extend_step(weak); });
 }
 
+// What one SET NX PX attempt's answer means for the acquire.
+enum class attempt_result { acquired, taken, failed };
+attempt_result settle_attempt(const std::shared_ptr<lock_state>& s, std::string& token, steady_time sent,
+                              error_code& ec, const reply& r) {
+  if (ec) {
+    if (set_outcome_unknown(ec)) start_cleanup(s, std::move(token));  // leave no stray key
+    return attempt_result::failed;
+  }
+  switch (interpret_set(r)) {
+    case set_outcome::acquired:
+      if (s->destroyed) {  // the lock is gone: nobody would release it
+        start_cleanup(s, std::move(token));
+        ec = asio::error::operation_aborted;
+        return attempt_result::failed;
+      }
+      on_acquired(s, std::move(token), sent);
+      return attempt_result::acquired;
+    case set_outcome::unexpected:
+      ec = redis::error::protocol_error;
+      return attempt_result::failed;
+    case set_outcome::taken: break;
+  }
+  return attempt_result::taken;
+}
+
 // The retrying path, after a first attempt found the key taken.
 asio::awaitable<error_code> attempts(std::shared_ptr<lock_state> s, steady_time give_up) {
-  asio::steady_timer pause(s->conn->get_executor());
   for (;;) {
     auto delay = retry_delay(s->opts.retry_delay, s->opts.retry_jitter, s->random);
     if (steady_clock::now() + delay >= give_up) co_return dlock::error::taken;
-    pause.expires_after(delay);
-    auto [wait_ec] = co_await pause.async_wait(tuple_token);
+    s->retry_pause.expires_after(delay);
+    auto [wait_ec] = co_await s->retry_pause.async_wait(tuple_token);
+    if (s->destroyed) co_return asio::error::operation_aborted;
     if (wait_ec) co_return wait_ec;
     std::string token = make_token();  // fresh for every attempt
     command set{"SET", s->key, token, "NX", "PX"};
     set.arg(s->opts.ttl.count());
     auto sent = steady_clock::now();
-    auto op = s->conn->exec(std::move(set), tuple_token);
+    auto op = async_submit(s->conn, encode(std::move(set)), tuple_token);
     auto [ec, r] = co_await std::move(op);
-    if (ec) {
-      if (outcome_unknown(ec)) s->delete_in_background(token);  // leave no stray key
-      co_return ec;
+    switch (settle_attempt(s, token, sent, ec, r)) {
+      case attempt_result::acquired: co_return error_code();
+      case attempt_result::failed: co_return ec;
+      case attempt_result::taken: break;
     }
-    auto outcome = interpret_set(r);
-    if (outcome == set_outcome::acquired) {
-      on_acquired(s, std::move(token), sent);
-      co_return error_code();
-    }
-    if (outcome == set_outcome::unexpected) co_return redis::error::protocol_error;
   }
 }
 
@@ -154,15 +273,25 @@ asio::awaitable<error_code> retry_coro(std::shared_ptr<lock_state> s, steady_tim
   co_return result;
 }
 
+// Compare-and-delete of the hold being released; sent again if the server did not run it.
+asio::awaitable<error_code> delete_held(std::shared_ptr<lock_state> s, std::string token) {
+  for (int sends = 1;; ++sends) {
+    auto op = async_submit(s->conn, release_command(s->key, token), tuple_token);
+    auto [ec, r] = co_await std::move(op);
+    if (not_run(ec) && sends < max_cleanup_sends) continue;
+    if (ec) co_return ec;
+    co_return interpret_compare_script(r);
+  }
+}
+
 // The release path when auto-extension may have an extension in flight.
-asio::awaitable<error_code> release_coro(std::shared_ptr<lock_state> s) {
+asio::awaitable<error_code> release_coro(std::shared_ptr<lock_state> s, std::string token) {
   auto stopping = s->extender.stop(tuple_token);
   co_await std::move(stopping);  // no extension outlives the release
-  s->loss.disarm();
-  auto op = s->conn->eval(release_script(), {s->key}, {s->token}, tuple_token);
-  auto [ec, r] = co_await std::move(op);
-  if (ec) co_return ec;
-  co_return interpret_compare_script(r);
+  auto deleting = delete_held(s, std::move(token));
+  auto ec = co_await std::move(deleting);
+  s->releasing = false;
+  co_return ec;
 }
 
 asio::awaitable<error_code> extend_coro(std::shared_ptr<lock_state> s, std::chrono::milliseconds ttl) {
@@ -170,7 +299,9 @@ asio::awaitable<error_code> extend_coro(std::shared_ptr<lock_state> s, std::chro
   if (!s->held) co_return dlock::error::not_held;
   if (s->loss.lost()) co_return dlock::error::lost;
   auto sent = steady_clock::now();
-  auto op = s->conn->eval(extend_script(), {s->key}, {s->token, std::to_string(ttl.count())}, tuple_token);
+  auto ttl_text = std::to_string(ttl.count());
+  auto tail = connection::eval_tail({std::string_view(s->key)}, {std::string_view(s->token), std::string_view(ttl_text)});
+  auto op = async_submit(s->conn, encode_eval(extend_script(), tail), tuple_token);
   auto [ec, r] = co_await std::move(op);
   if (ec) co_return ec;
   ec = interpret_compare_script(r);
@@ -203,7 +334,7 @@ struct complete_with {
 void spawn(const std::shared_ptr<lock_state>& s, asio::awaitable<error_code> coro,
            asio::any_completion_handler<void(error_code)> handler, bool cancellable) {
   auto slot = cancellable ? asio::get_associated_cancellation_slot(handler) : asio::cancellation_slot();
-  auto ex = s->conn->get_executor();
+  auto ex = s->executor;
   asio::co_spawn(ex, std::move(coro), asio::bind_cancellation_slot(slot, complete_with{std::move(handler), ex}));
 }
 
@@ -213,14 +344,14 @@ void spawn(const std::shared_ptr<lock_state>& s, asio::awaitable<error_code> cor
 // From an initiating function: never complete in place.
 void complete_soon(const std::shared_ptr<lock_state>& s, asio::any_completion_handler<void(error_code)> h,
                    error_code ec) {
-  dlock::detail::post_completion(s->conn->get_executor(), std::move(h), ec);
+  dlock::detail::post_completion(s->executor, std::move(h), ec);
 }
 
 // From a reply continuation (the connection never runs those inside an
 // initiating function): the caller may resume in place.
 void complete_now(const std::shared_ptr<lock_state>& s, asio::any_completion_handler<void(error_code)> h,
                   bool in_place, error_code ec) {
-  dlock::detail::complete_from_handler(in_place, s->conn->get_executor(), std::move(h), ec);
+  dlock::detail::complete_from_handler(in_place, s->executor, std::move(h), ec);
 }
 
 // Completion of the first SET NX PX (on the connection's executor).
@@ -238,18 +369,13 @@ struct set_reply {
   cancellation_slot_type get_cancellation_slot() const noexcept { return slot; }
 
   void operator()(error_code ec, reply r) {
-    if (ec) {
-      if (outcome_unknown(ec)) s->delete_in_background(token);  // leave no stray key
-      return finish(ec);
-    }
-    switch (interpret_set(r)) {
-      case set_outcome::acquired:
-        on_acquired(s, std::move(token), sent);
-        return finish({});
-      case set_outcome::unexpected: return finish(redis::error::protocol_error);
-      case set_outcome::taken: break;
+    switch (settle_attempt(s, token, sent, ec, r)) {
+      case attempt_result::acquired: return finish({});
+      case attempt_result::failed: return finish(ec);
+      case attempt_result::taken: break;
     }
     if (!retry) return finish(dlock::error::taken);
+    if (s->destroyed) return finish(asio::error::operation_aborted);
     spawn(s, retry_coro(s, give_up), std::move(handler), true);
   }
   void finish(error_code ec) {
@@ -258,12 +384,8 @@ struct set_reply {
   }
 };
 
-void begin_acquire(std::shared_ptr<lock_state> s, bool retry, asio::any_completion_handler<void(error_code)> h,
-                   bool in_place) {
-  error_code refuse = validate(s->key, s->opts.ttl);
-  if (!refuse && (s->held || s->acquiring)) refuse = dlock::error::already_held;
-  if (refuse) return complete_soon(s, std::move(h), refuse);
-  s->acquiring = true;
+void send_first_set(std::shared_ptr<lock_state> s, bool retry, asio::any_completion_handler<void(error_code)> h,
+                    bool in_place) {
   auto sent = steady_clock::now();
   std::string token = make_token();  // fresh for every attempt
   command set{"SET", s->key, token, "NX", "PX"};
@@ -271,17 +393,51 @@ void begin_acquire(std::shared_ptr<lock_state> s, bool retry, asio::any_completi
   auto slot = asio::get_associated_cancellation_slot(h);
   auto give_up = sent + s->opts.wait;
   auto& conn = *s->conn;
-  connection_access::exec(conn, std::move(set),
-                          set_reply{std::move(s), std::move(token), sent, give_up, retry, in_place, slot, std::move(h)});
+  connection_access::submit(conn, encode(std::move(set)),
+                            set_reply{std::move(s), std::move(token), sent, give_up, retry, in_place, slot, std::move(h)});
+}
+
+// Options the lock cannot work with (UB, a tight loop, no validity).
+error_code validate_options(std::string_view key, const lock_options& o) {
+  if (auto ec = validate(key, o.ttl)) return ec;
+  using std::chrono::milliseconds;
+  bool bad = o.wait < milliseconds::zero() || o.retry_delay < milliseconds::zero() ||
+             o.retry_jitter < milliseconds::zero() || o.drift_extra < milliseconds::zero() ||
+             o.max_hold < milliseconds::zero() || !(o.drift_factor >= 0 && o.drift_factor < 1) ||
+             !(o.extend_fraction > 0 && o.extend_fraction < 1);
+  return bad ? make_error_code(dlock::error::invalid_argument) : error_code();
+}
+
+void begin_acquire(std::shared_ptr<lock_state> s, bool retry, asio::any_completion_handler<void(error_code)> h,
+                   bool in_place) {
+  error_code refuse = validate_options(s->key, s->opts);
+  if (!refuse && s->held) refuse = dlock::error::already_held;
+  if (!refuse && (s->acquiring || s->releasing)) refuse = dlock::error::in_progress;
+  if (refuse) return complete_soon(s, std::move(h), refuse);
+  s->acquiring = true;
+  if (s->cleanups_in_flight > 0) {  // an earlier attempt's cleanup goes first (see cleanup_answered)
+    s->waiting.emplace(waiting_acquire{retry, std::move(h), in_place});
+    return;
+  }
+  send_first_set(std::move(s), retry, std::move(h), in_place);
 }
 
 // Completion of the compare-and-delete (on the connection's executor).
 struct release_reply {
   std::shared_ptr<lock_state> s;
+  std::string token;
   asio::any_completion_handler<void(error_code)> handler;
   bool in_place;
+  int sends = 1;
   void operator()(error_code ec, reply r) {
+    if (not_run(ec) && sends < max_cleanup_sends) {
+      ++sends;
+      auto& conn = *s->conn;
+      auto command = release_command(s->key, token);
+      return connection_access::submit(conn, std::move(command), std::move(*this));
+    }
     if (!ec) ec = interpret_compare_script(r);
+    s->releasing = false;
     complete_now(s, std::move(handler), in_place, ec);
   }
 };
@@ -289,31 +445,49 @@ struct release_reply {
 void begin_release(std::shared_ptr<lock_state> s, asio::any_completion_handler<void(error_code)> h, bool in_place) {
   if (!s->held) return complete_soon(s, std::move(h), dlock::error::not_held);
   s->held = false;
-  if (s->opts.auto_extend) return spawn(s, release_coro(s), std::move(h), false);
-  s->loss.disarm();
+  s->releasing = true;  // no new hold starts before the delete is answered
+  s->loss.disarm();     // this hold's signal: nothing else is armed until then
+  std::string token = s->token;
+  if (s->opts.auto_extend) return spawn(s, release_coro(s, std::move(token)), std::move(h), false);
   auto& conn = *s->conn;
-  connection_access::eval(conn, release_script(), connection::eval_tail({s->key}, {s->token}),
-                          release_reply{s, std::move(h), in_place});
+  auto command = release_command(s->key, token);
+  connection_access::submit(conn, std::move(command), release_reply{s, std::move(token), std::move(h), in_place});
+}
+
+// ~lock: an acquire in progress gives up (completing with
+// operation_aborted), a held key is deleted in the background.
+void abandon(const std::shared_ptr<lock_state>& s) {
+  s->destroyed = true;
+  s->retry_pause.cancel();
+  if (s->waiting) {
+    auto w = std::move(*s->waiting);
+    s->waiting.reset();
+    s->acquiring = false;
+    complete_soon(s, std::move(w.handler), asio::error::operation_aborted);
+  }
+  if (!s->held) return;
+  s->held = false;
+  s->loss.disarm();
+  s->extender.stop([](error_code) {});
+  start_cleanup(s, s->token);
 }
 
 }  // namespace
 }  // namespace detail
 
 lock::lock(connection& conn, std::string key, lock_options opts)
-    : state_(std::make_shared<detail::lock_state>(conn, std::move(key), opts)) {}
+    : state_(std::make_shared<detail::lock_state>(detail::connection_access::impl(conn), std::move(key), opts)) {}
 
-lock::~lock() {
-  if (state_->held) state_->delete_in_background(state_->token);
-}
+lock::~lock() { detail::abandon(state_); }
 
 // The lock's state lives on the connection's executor: get there first.
 void lock::start_acquire(bool retry, handler_type handler, bool in_place) {
-  asio::dispatch(state_->conn->get_executor(), [s = state_, retry, h = std::move(handler), in_place]() mutable {
+  asio::dispatch(state_->executor, [s = state_, retry, h = std::move(handler), in_place]() mutable {
     detail::begin_acquire(std::move(s), retry, std::move(h), in_place);
   });
 }
 void lock::start_release(handler_type handler, bool in_place) {
-  asio::dispatch(state_->conn->get_executor(), [s = state_, h = std::move(handler), in_place]() mutable {
+  asio::dispatch(state_->executor, [s = state_, h = std::move(handler), in_place]() mutable {
     detail::begin_release(std::move(s), std::move(h), in_place);
   });
 }
@@ -321,7 +495,7 @@ void lock::start_extend(std::chrono::milliseconds ttl, handler_type handler) {
   detail::spawn(state_, detail::extend_coro(state_, ttl), std::move(handler), true);
 }
 
-asio::any_io_executor lock::get_executor() const noexcept { return state_->conn->get_executor(); }
+asio::any_io_executor lock::get_executor() const noexcept { return state_->executor; }
 bool lock::held() const noexcept { return state_->held; }
 std::chrono::milliseconds lock::validity() const noexcept {
   if (!state_->held || state_->loss.lost()) return std::chrono::milliseconds(0);

@@ -22,10 +22,9 @@ using handler0 = asio::any_completion_handler<void(error_code)>;
 
 class lock_op;
 
-/// One attempt: `SET key token NX GET PX ttl` on every master. GET makes the
-/// server say whose token is there, so a key already holding ours (a late
-/// leftover of an earlier attempt) is recognised and its TTL refreshed by a
-/// compare-and-PEXPIRE, instead of blocking the attempt.
+/// One attempt: `SET key token NX PX ttl` on every master (any Redis since
+/// 2.6.12), with a token of its own: the cleanup of an earlier attempt can
+/// only ever delete that attempt's keys.
 class acquire_attempt final : public fanout {
  public:
   acquire_attempt(std::shared_ptr<redlock_impl> owner, std::shared_ptr<lock_op> op)
@@ -33,10 +32,10 @@ class acquire_attempt final : public fanout {
         round_(owner_->masters.size(), owner_->options.ttl, owner_->options.drift_factor,
                redlock_clock::now()),
         op_(std::move(op)),
-        generation_(owner_->generation) {}
+        token_(make_token()) {}
 
   void start() {
-    command set{"SET", owner_->key, owner_->token, "NX", "GET", "PX"};
+    command set{"SET", owner_->key, token_, "NX", "PX"};
     set.arg(owner_->options.ttl.count());
     auto wire = encode(std::move(set));
     for (std::size_t i = 0; i < owner_->masters.size(); ++i) send(i, wire);
@@ -50,6 +49,7 @@ class acquire_attempt final : public fanout {
   }
 
   const redlock_round& round() const noexcept { return round_; }
+  const std::string& token() const noexcept { return token_; }
 
  private:
   void on_answer(std::size_t index, error_code ec, reply answer) override;
@@ -63,8 +63,7 @@ class acquire_attempt final : public fanout {
 
   redlock_round round_;
   std::shared_ptr<lock_op> op_;
-  std::uint64_t generation_;
-  std::vector<bool> refreshing_;  // sized at the first refresh (rare)
+  std::string token_;  // fresh for every attempt
 };
 
 /// One `lock()` or `try_lock()`: attempts, cleanups and pauses until it holds
@@ -94,22 +93,24 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
   }
 
   void start() {
-    if (owner_->state == hold_state::held || owner_->state == hold_state::acquiring)
-      return complete(dlock::error::already_held, in_initiation);
+    if (owner_->state == hold_state::held) return complete(dlock::error::already_held, in_initiation);
+    if (owner_->state == hold_state::acquiring || owner_->releasing)
+      return complete(dlock::error::in_progress, in_initiation);
     owner_->state = hold_state::acquiring;
-    owner_->token = make_token();  // never reused; kept across this lock()'s retries
-    attempt();
+    owner_->acquire_op = weak_from_this();
+    next_attempt();
   }
 
   void on_decided(acquire_attempt& attempt) {
     if (!handler_ || &attempt != current_.get()) return;
-    current_.reset();
+    auto finished = std::move(current_);
     const auto& round = attempt.round();
     if (round.state() == round_state::acquired) {
+      owner_->token = attempt.token();
       owner_->begin_hold(round.start(), owner_->options.ttl);
       return complete(error_code{});
     }
-    owner_->release_in_background();  // every master: a SET may have landed unseen
+    owner_->release_in_background(attempt.token());  // every master: a SET may have landed unseen
     auto failure = round.failure();
     if (dlock::detail::log_enabled(log_level::debug))
       dlock::detail::log(log_level::debug, "redlock " + owner_->key + ": attempt failed (" + failure.message() +
@@ -122,11 +123,19 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
     }
     pause_.expires_after(*pause);
     pause_.async_wait([self = shared_from_this()](error_code ec) {
-      if (!ec && self->handler_) self->attempt();
+      if (!ec) self->next_attempt();
     });
   }
 
  private:
+  // The next SET waits for every cleanup in flight to be answered or to time
+  // out (see redlock_impl::cleanups_in_flight), so a cleanup that runs late
+  // (after a NOSCRIPT round trip, say) never meets the attempt's keys.
+  void next_attempt() {
+    if (!handler_) return;
+    if (owner_->cleanups_in_flight == 0) return attempt();
+    owner_->after_cleanups = [self = shared_from_this()] { self->next_attempt(); };
+  }
   void attempt() {
     ++owner_->generation;
     current_ = std::make_shared<acquire_attempt>(owner_, shared_from_this());
@@ -134,17 +143,21 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
   }
 
   // Cleanup runs on handlers of its own: the caller's cancellation never reaches it.
+ public:
   void cancel() {
     if (!handler_) return;
     if (current_) {
       current_->abandon();
+      owner_->release_in_background(current_->token());
       current_.reset();
-      owner_->release_in_background();
     }
+    owner_->after_cleanups = nullptr;
     pause_.cancel();
     owner_->state = hold_state::idle;
     complete(asio::error::operation_aborted);
   }
+
+ private:
 
   static constexpr bool in_initiation = true;
   void complete(error_code ec, bool initiating = false) {
@@ -163,35 +176,21 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
   std::shared_ptr<acquire_attempt> current_;
 };
 
-master_outcome acquire_attempt::classify(std::size_t index, error_code ec, const reply& answer) {
+master_outcome acquire_attempt::classify(std::size_t, error_code ec, const reply& answer) {
   if (ec) return master_outcome::failed;
-  if (!refreshing_.empty() && refreshing_[index])  // the answer of the compare-and-PEXPIRE
-    return answer.is_integer() && answer.integer() == 1 ? master_outcome::already_ours
-                                                        : master_outcome::taken;
-  if (answer.is_nil()) return master_outcome::ok;
-  if (answer.is_bulk() && answer.string() == owner_->token) return master_outcome::pending;
-  return master_outcome::taken;
+  if (answer.is_ok()) return master_outcome::ok;
+  if (answer.is_nil()) return master_outcome::taken;
+  return master_outcome::failed;
 }
 
 void acquire_attempt::on_answer(std::size_t index, error_code ec, reply answer) {
   auto outcome = classify(index, ec, answer);
-  if (outcome == master_outcome::pending) {  // our own leftover: refresh its TTL
-    if (refreshing_.empty()) refreshing_.assign(owner_->masters.size(), false);
-    refreshing_[index] = true;
-    auto ttl = std::to_string(owner_->options.ttl.count());
-    auto tail = connection::eval_tail({std::string_view(owner_->key)},
-                                      {std::string_view(owner_->token), std::string_view(ttl)});
-    send(index, encode_eval(extend_script(), tail));
-    return;
-  }
   bool was_decided = round_.decided();
   round_.record(index, outcome, redlock_clock::now());
   if (!was_decided && round_.decided()) return decided();
-  // A yes after the round failed: release it again, unless a newer attempt
-  // (same token) has started and might own that key by now.
-  if (round_.needs_late_release(index) && owner_->generation == generation_ &&
-      owner_->state == hold_state::acquiring)
-    owner_->release_in_background(index);
+  // A yes after the round failed: release it again (this attempt's token,
+  // which no other attempt uses).
+  if (round_.needs_late_release(index)) owner_->release_in_background(token_, index);
 }
 
 void acquire_attempt::decided() {
@@ -273,6 +272,15 @@ redlock::redlock(asio::any_io_executor executor, std::vector<std::shared_ptr<con
                  std::string key, redlock_options options) {
   for (const auto& master : masters)
     if (!master) throw boost::system::system_error(dlock::error::invalid_argument, "redlock: a master is null");
+  // A master given twice would count twice toward the majority.
+  for (std::size_t i = 0; i < masters.size(); ++i)
+    for (std::size_t j = 0; j < i; ++j) {
+      const auto &a = masters[i]->get_options(), &b = masters[j]->get_options();
+      if (masters[i] == masters[j] || detail::same_master(a.host, a.port, b.host, b.port))
+        throw boost::system::system_error(dlock::error::invalid_argument,
+                                          "redlock: master " + a.host + ":" + std::to_string(a.port) +
+                                              " is given twice");
+    }
   auto reason = detail::redlock_invalid_reason(options, masters.size(), key);
   if (!reason.empty())
     throw boost::system::system_error(dlock::error::invalid_argument, std::string(reason));
@@ -282,6 +290,8 @@ redlock::redlock(asio::any_io_executor executor, std::vector<std::shared_ptr<con
 
 redlock::~redlock() {
   asio::post(impl_->executor, [impl = impl_] {
+    // An acquire in progress ends (operation_aborted): nobody could release what it took.
+    if (auto op = impl->acquire_op.lock()) std::static_pointer_cast<detail::lock_op>(op)->cancel();
     if (impl->state == detail::hold_state::held || impl->state == detail::hold_state::lost)
       impl->end_hold([impl](error_code) { impl->release_in_background(); });
   });
@@ -300,14 +310,19 @@ void redlock::start_unlock(handler_count handler, bool in_place) {
     if (impl->state != detail::hold_state::held && impl->state != detail::hold_state::lost)
       return detail::post_completion(impl->executor, std::move(h),
                                     make_error_code(dlock::error::not_held), std::size_t{0});
+    impl->releasing = true;  // no acquire until it completes (see release_fanout::complete)
     if (!impl->options.auto_extend) {  // nothing to wait for
       impl->end_hold();
-      return std::make_shared<detail::release_fanout>(impl, impl->token, std::move(h), in_place)->start();
+      auto op = std::make_shared<detail::release_fanout>(impl, impl->token, std::move(h), in_place);
+      op->ends_release();
+      return op->start();
     }
-    // No extension may land after the release: wait for one in flight.
+    // No extension may land after the release: wait for one in flight. The
+    // token is this hold's, taken now.
     impl->end_hold(asio::any_completion_handler<void(error_code)>(
-        [impl, h = std::move(h), in_place](error_code) mutable {
-          auto op = std::make_shared<detail::release_fanout>(impl, impl->token, std::move(h), in_place);
+        [impl, token = impl->token, h = std::move(h), in_place](error_code) mutable {
+          auto op = std::make_shared<detail::release_fanout>(impl, std::move(token), std::move(h), in_place);
+          op->ends_release();
           op->start();
         }));
   });

@@ -133,8 +133,17 @@ void redlock_impl::start_auto_extend() {
 
 void redlock_impl::release_in_background() { std::make_shared<release_fanout>(shared_from_this(), token)->start(); }
 
-void redlock_impl::release_in_background(std::size_t master) {
-  std::make_shared<release_fanout>(shared_from_this(), token)->start(master);
+void redlock_impl::release_in_background(const std::string& t) {
+  std::make_shared<release_fanout>(shared_from_this(), t)->start();
+}
+
+void redlock_impl::release_in_background(const std::string& t, std::size_t master) {
+  std::make_shared<release_fanout>(shared_from_this(), t)->start(master);
+}
+
+void redlock_impl::cleanup_settled() {
+  if (--cleanups_in_flight > 0 || !after_cleanups) return;
+  std::exchange(after_cleanups, nullptr)();
 }
 
 redlock_impl::deadline_list::iterator redlock_impl::watch(std::shared_ptr<fanout> op) {
@@ -250,7 +259,13 @@ release_fanout::release_fanout(std::shared_ptr<redlock_impl> owner, std::string 
                                bool in_place)
     : fanout(std::move(owner)), token_(std::move(token)), done_(std::move(done)), in_place_(in_place) {}
 
+void release_fanout::count_as_cleanup() {
+  cleanup_ = !done_;
+  if (cleanup_) ++owner_->cleanups_in_flight;
+}
+
 void release_fanout::start() {
+  count_as_cleanup();
   asked_ = owner_->masters.size();
   auto release = release_command();
   for (std::size_t i = 0; i < asked_; ++i) send(i, release);
@@ -258,6 +273,7 @@ void release_fanout::start() {
 }
 
 void release_fanout::start(std::size_t master) {
+  count_as_cleanup();
   asked_ = 1;
   send(master, release_command());
   arm_deadline();
@@ -268,7 +284,11 @@ encoded_command release_fanout::release_command() const {
                      connection::eval_tail({std::string_view(owner_->key)}, {std::string_view(token_)}));
 }
 
-void release_fanout::on_answer(std::size_t, error_code ec, reply answer) {
+void release_fanout::on_answer(std::size_t index, error_code ec, reply answer) {
+  if (ec == redis::error::no_script && !deadline_passed() && resent_ < asked_) {
+    ++resent_;  // the server did not run it: send it again
+    return send(index, release_command());
+  }
   if (ec)
     ++broken_;
   else if (answer.is_integer() && answer.integer() == 1)
@@ -283,12 +303,14 @@ void release_fanout::on_answer(std::size_t, error_code ec, reply answer) {
 }
 
 void release_fanout::on_all_answered() {
-  // Reached only when a subset was asked (a background release has no handler).
+  // With a handler, reached only when a subset was asked.
   complete(released_ > 0 ? error_code{} : make_error_code(dlock::error::not_owned));
+  if (std::exchange(cleanup_, false)) owner_->cleanup_settled();
 }
 
 void release_fanout::complete(error_code ec) {
   if (!done_) return;
+  if (ends_release_) owner_->releasing = false;
   dlock::detail::complete_from_handler(in_place_, owner_->executor, std::move(done_), ec, released_);
 }
 

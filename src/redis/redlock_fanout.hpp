@@ -15,6 +15,7 @@
 #include <boost/container/small_vector.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <memory>
 #include <random>
@@ -43,6 +44,8 @@ class redlock_impl : public std::enable_shared_from_this<redlock_impl> {
   lock_loss loss;
 
   hold_state state = hold_state::idle;
+  bool releasing = false;  // a release() has not completed yet
+  std::weak_ptr<void> acquire_op;  // the acquire in progress: ~redlock ends it
   std::uint64_t generation = 0;  // bumped by every attempt, so stale ones keep quiet
   std::uint64_t hold_id = 0;     // bumped by every acquisition and release
   redlock_clock::time_point held_start{};   // when the last SET or extend was sent
@@ -62,9 +65,18 @@ class redlock_impl : public std::enable_shared_from_this<redlock_impl> {
   void end_hold(asio::any_completion_handler<void(error_code)> then);
   /// The same without auto-extension: nothing to wait for.
   void end_hold();
-  /// Compare-and-delete on every master (or on one), on handlers that ignore any caller's cancellation.
+  /// Compare-and-delete of the held token on every master, on handlers that
+  /// ignore any caller's cancellation.
   void release_in_background();
-  void release_in_background(std::size_t master);
+  /// The same for an attempt's `token`, on every master or on one.
+  void release_in_background(const std::string& token);
+  void release_in_background(const std::string& token, std::size_t master);
+  /// Background compare-and-deletes not yet answered (or timed out) by every
+  /// master they went to. No SET is sent while there is one.
+  int cleanups_in_flight = 0;
+  /// The acquire waiting for them (one operation at a time).
+  std::function<void()> after_cleanups;
+  void cleanup_settled();
   void note_outcomes(const redlock_round& round);
   double random_unit();
 
@@ -152,6 +164,8 @@ class release_fanout final : public fanout {
                  bool in_place = false);
   void start();                     // every master
   void start(std::size_t master);  // one
+  /// This is the user's release(): completing it ends `redlock_impl::releasing`.
+  void ends_release() noexcept { ends_release_ = true; }
 
  private:
   void on_answer(std::size_t index, error_code ec, reply answer) override;
@@ -159,10 +173,14 @@ class release_fanout final : public fanout {
   void complete(error_code ec);
   encoded_command release_command() const;
 
+  void count_as_cleanup();
+
   std::string token_;
   done_handler done_;
   bool in_place_;
-  std::size_t released_ = 0, not_ours_ = 0, broken_ = 0, asked_ = 0;
+  bool ends_release_ = false;
+  bool cleanup_ = false;  // a background release: counted in cleanups_in_flight
+  std::size_t released_ = 0, not_ours_ = 0, broken_ = 0, asked_ = 0, resent_ = 0;
 };
 
 /// Compare-and-PEXPIRE to `ttl` on every master, deciding at the majority.

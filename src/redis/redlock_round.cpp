@@ -32,6 +32,25 @@ std::string_view redlock_invalid_reason(const redlock_options& options, std::siz
   return {};
 }
 
+namespace {
+std::string_view canonical_host(std::string_view host) noexcept {
+  auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; };
+  constexpr std::string_view localhost = "localhost";
+  bool is_localhost = host.size() == localhost.size() &&
+                      std::equal(host.begin(), host.end(), localhost.begin(),
+                                 [&](char a, char b) { return lower(a) == b; });
+  return is_localhost ? std::string_view("127.0.0.1") : host;
+}
+}  // namespace
+
+bool same_master(std::string_view host_a, unsigned port_a, std::string_view host_b, unsigned port_b) noexcept {
+  if (port_a != port_b) return false;
+  auto a = canonical_host(host_a), b = canonical_host(host_b);
+  auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; };
+  return a.size() == b.size() &&
+         std::equal(a.begin(), a.end(), b.begin(), [&](char x, char y) { return lower(x) == lower(y); });
+}
+
 const char* to_string(master_outcome outcome) noexcept {
   switch (outcome) {
     case master_outcome::pending: return "pending";

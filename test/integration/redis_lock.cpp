@@ -298,6 +298,153 @@ asio::awaitable<void> cancelled_acquire_leaves_nothing(asio::any_io_executor ex)
   BOOST_CHECK(value.is_nil());
 }
 
+
+// F12h: options the lock cannot work with are refused at once, nothing sent.
+asio::awaitable<void> bad_options(asio::any_io_executor ex) {
+  redis::connection c(ex, master_options());
+  co_await c.connect();
+  auto before = c.stats().commands;
+  auto key = dlock::test::unique_name("bad-options");
+  std::vector<std::pair<std::string, redis::lock_options>> cases;
+  auto o = with_ttl(1000ms);
+  o.retry_jitter = -1ms;  // uniform_int_distribution(1, -1) is undefined
+  cases.emplace_back("negative retry_jitter", o);
+  o = with_ttl(1000ms);
+  o.retry_delay = -1ms;
+  cases.emplace_back("negative retry_delay", o);
+  o = with_ttl(1000ms);
+  o.auto_extend = true;
+  o.extend_fraction = 0;  // extending in a tight loop
+  cases.emplace_back("extend_fraction 0", o);
+  o.extend_fraction = -0.5;
+  cases.emplace_back("negative extend_fraction", o);
+  o.extend_fraction = 1.0;  // extends when the key expires
+  cases.emplace_back("extend_fraction 1", o);
+  o = with_ttl(1000ms);
+  o.drift_factor = 1.5;
+  cases.emplace_back("drift_factor 1.5", o);
+  o = with_ttl(1000ms);
+  o.max_hold = -1ms;
+  cases.emplace_back("negative max_hold", o);
+  for (auto& [what, opts] : cases) {
+    redis::lock l(c, key, opts);
+    BOOST_CHECK_MESSAGE(co_await acquire(l) == dlock::error::invalid_argument, what);
+    BOOST_CHECK_MESSAGE(co_await try_acquire(l) == dlock::error::invalid_argument, what);
+    BOOST_CHECK(!l.held());
+  }
+  BOOST_CHECK_EQUAL(c.stats().commands, before);  // nothing was sent
+}
+
+// F12h: a connection that would reconnect in a tight loop is refused.
+asio::awaitable<void> zero_reconnect_delay(asio::any_io_executor ex) {
+  auto o = master_options();
+  o.reconnect_min = 0ms;
+  redis::connection c(ex, o);
+  auto [ec] = co_await c.connect(tuple_token);
+  BOOST_CHECK_MESSAGE(ec == dlock::error::invalid_argument, ec.message());
+  auto o2 = master_options();
+  o2.reconnect_max = 10ms;
+  o2.reconnect_min = 20ms;  // max below min
+  redis::connection c2(ex, o2);
+  auto [ec2] = co_await c2.connect(tuple_token);
+  BOOST_CHECK_MESSAGE(ec2 == dlock::error::invalid_argument, ec2.message());
+}
+
+// F12f: the connection destroyed while an acquire retries: the acquire ends
+// with an error (ASan reports a use after free if the lock still uses it).
+asio::awaitable<void> connection_destroyed_while_acquiring(asio::any_io_executor ex) {
+  redis::connection other(ex, master_options());
+  co_await other.connect();
+  auto key = dlock::test::unique_name("conn-gone");
+  redis::lock holder(other, key, with_ttl(10000ms));
+  BOOST_REQUIRE(!co_await acquire(holder));
+  auto c = std::make_unique<redis::connection>(ex, master_options());
+  co_await c->connect();
+  auto opts = with_ttl(10000ms);
+  opts.retry_delay = 20ms;
+  opts.retry_jitter = 5ms;
+  auto waiter = std::make_unique<redis::lock>(*c, key, opts);
+  auto result = std::make_shared<std::optional<error_code>>();
+  waiter->acquire([result](error_code ec) { *result = ec; });
+  co_await sleep_for(100ms);  // a few attempts: it is retrying now
+  BOOST_REQUIRE(!result->has_value());
+  c.reset();
+  for (int i = 0; i < 100 && !result->has_value(); ++i) co_await sleep_for(20ms);
+  BOOST_REQUIRE(result->has_value());
+  BOOST_CHECK_MESSAGE(**result == dlock::error::closed, (*result)->message());
+  BOOST_CHECK(!waiter->held());
+  waiter.reset();
+  BOOST_CHECK(!co_await release(holder));
+}
+
+// F12f: destroying a lock cancels its acquire: it never takes the key later.
+asio::awaitable<void> lock_destroyed_while_acquiring(asio::any_io_executor ex) {
+  redis::connection c(ex, master_options());
+  co_await c.connect();
+  auto key = dlock::test::unique_name("lock-gone");
+  redis::lock holder(c, key, with_ttl(10000ms));
+  BOOST_REQUIRE(!co_await acquire(holder));
+  auto opts = with_ttl(10000ms);
+  opts.retry_delay = 10ms;
+  opts.retry_jitter = 2ms;
+  auto waiter = std::make_unique<redis::lock>(c, key, opts);
+  auto result = std::make_shared<std::optional<error_code>>();
+  waiter->acquire([result](error_code ec) { *result = ec; });
+  co_await sleep_for(60ms);
+  BOOST_REQUIRE(!result->has_value());
+  waiter.reset();
+  BOOST_CHECK(!co_await release(holder));  // the key is free for the waiter, if it still ran
+  co_await sleep_for(150ms);
+  BOOST_REQUIRE(result->has_value());
+  BOOST_CHECK_MESSAGE(**result == asio::error::operation_aborted, (*result)->message());
+  auto value = co_await must(c, "GET", key);
+  BOOST_CHECK_MESSAGE(value.is_nil(), "the destroyed lock took the key: " + std::string(value.string()));
+}
+
+// F3: one operation at a time. A release not awaited, then an acquire: the
+// acquire is refused with in_progress (it would otherwise race the release,
+// whose delete and loss disarm could hit the new hold); once the release is
+// done the next acquire holds the key with its own token and loss signal.
+asio::awaitable<void> release_then_acquire(asio::any_io_executor ex) {
+  redis::connection c(ex, master_options());
+  co_await c.connect();
+  auto key = dlock::test::unique_name("one-at-a-time");
+  auto opts = with_ttl(300ms);
+  opts.auto_extend = true;
+  redis::lock l(c, key, opts);
+  for (int round = 0; round < 5; ++round) {
+    BOOST_REQUIRE(!co_await acquire(l));
+    co_await sleep_for(std::chrono::milliseconds(100 + 3 * round));  // around an extension
+    auto released = std::make_shared<std::optional<error_code>>();
+    l.release([released](error_code ec) { *released = ec; });
+    auto second = co_await acquire(l);
+    if (second) {
+      BOOST_CHECK_MESSAGE(second == dlock::error::in_progress, second.message());
+      for (int i = 0; i < 100 && !released->has_value(); ++i) co_await sleep_for(5ms);
+      BOOST_REQUIRE(released->has_value());
+      BOOST_CHECK(!**released);
+      BOOST_REQUIRE(!co_await acquire(l));
+    }
+    co_await sleep_for(20ms);
+    auto value = co_await must(c, "GET", key);
+    BOOST_REQUIRE_MESSAGE(value.is_bulk() && value.string() == l.token(),
+                          "round " << round << ": the key does not hold our token");
+    BOOST_CHECK(!l.loss().lost());
+    BOOST_REQUIRE(!co_await release(l));
+  }
+  // A second acquire while the first is still running is refused too.
+  redis::lock holder(c, key, with_ttl(10000ms));
+  BOOST_REQUIRE(!co_await acquire(holder));
+  auto first = std::make_shared<std::optional<error_code>>();
+  l.acquire([first](error_code ec) { *first = ec; });
+  BOOST_CHECK(co_await try_acquire(l) == dlock::error::in_progress);
+  BOOST_REQUIRE(!co_await release(holder));
+  for (int i = 0; i < 200 && !first->has_value(); ++i) co_await sleep_for(10ms);
+  BOOST_REQUIRE(first->has_value());
+  BOOST_CHECK(!**first);
+  BOOST_CHECK(!co_await release(l));
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(redis_lock)
@@ -312,5 +459,11 @@ BOOST_AUTO_TEST_CASE(expired_holder_cannot_delete_or_extend_the_next_owners_lock
 BOOST_AUTO_TEST_CASE(auto_extension_holds_for_ten_ttls) { run(&auto_extension_holds); }
 BOOST_AUTO_TEST_CASE(hold_cap_ends_in_loss) { run(&capped_hold); }
 BOOST_AUTO_TEST_CASE(cancelled_acquire_and_dropped_lock_leave_nothing) { run(&cancelled_acquire_leaves_nothing); }
+
+BOOST_AUTO_TEST_CASE(bad_lock_options_are_refused_before_sending) { run(&bad_options); }
+BOOST_AUTO_TEST_CASE(zero_reconnect_delay_is_refused) { run(&zero_reconnect_delay); }
+BOOST_AUTO_TEST_CASE(connection_destroyed_while_acquiring_gives_closed) { run(&connection_destroyed_while_acquiring); }
+BOOST_AUTO_TEST_CASE(lock_destroyed_while_acquiring_never_takes_the_key) { run(&lock_destroyed_while_acquiring); }
+BOOST_AUTO_TEST_CASE(release_not_awaited_then_acquire_one_operation_at_a_time) { run(&release_then_acquire); }
 
 BOOST_AUTO_TEST_SUITE_END()

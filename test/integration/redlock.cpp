@@ -6,10 +6,12 @@
 #include <dlock/error.hpp>
 #include <dlock/redis/redlock.hpp>
 
+#include <boost/asio/detached.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/system/system_error.hpp>
 
 #include <algorithm>
+#include <optional>
 #include <string>
 
 using namespace redlock_test;
@@ -282,6 +284,177 @@ asio::awaitable<void> mutual_exclusion(asio::any_io_executor ex) {
   for (auto& set : connection_sets) close_all(set);
 }
 
+
+// ------------------------------------------- one hold at a time (F2, F3)
+
+asio::awaitable<void> flush_scripts_until(std::shared_ptr<redis::connection> side, std::shared_ptr<bool> stop) {
+  while (!*stop) {
+    auto flush = side->exec(redis::command{"SCRIPT", "FLUSH"}, tuple_token);
+    co_await std::move(flush);
+  }
+}
+
+// F2: a failed attempt's cleanup (a compare-and-delete) must never delete the
+// key of the next attempt. With the script cache flushed all the time, every
+// cleanup takes a NOSCRIPT round trip; with no pause between attempts the
+// next SET used to overtake it (same token), and the late cleanup deleted the
+// key the attempt had just counted as won.
+asio::awaitable<void> cleanup_never_deletes_the_next_attempts_key(asio::any_io_executor ex) {
+  auto masters = co_await connect_masters(ex, 1);
+  auto side = co_await connect_masters(ex, 1);
+  auto check = co_await connect_masters(ex, 1);
+  auto key = dlock::test::unique_name("redlock-cleanup-order");
+  auto o = quick_options();
+  o.ttl = 10s;
+  o.retry_count = -1;
+  o.retry_delay = 0ms;
+  o.retry_jitter = 0ms;
+  o.wait_limit = 3s;
+  redis::redlock a(ex, masters, key, o);
+  auto stop = std::make_shared<bool>(false);
+  asio::co_spawn(ex, flush_scripts_until(side[0], stop), asio::detached);
+  int missing = 0;
+  constexpr int rounds = 30;
+  for (int i = 0; i < rounds; ++i) {
+    auto set = check[0]->exec(redis::command{"SET", key, "other", "PX", "60"}, tuple_token);
+    auto [set_ec, set_reply] = co_await std::move(set);
+    BOOST_REQUIRE(!set_ec && set_reply.is_ok());
+    auto acquire = a.acquire(tuple_token);
+    auto [ec] = co_await std::move(acquire);
+    BOOST_REQUIRE_MESSAGE(!ec, ec.message() + " " + a.last_outcomes());
+    co_await sleep_for(10ms);
+    auto get = check[0]->exec(redis::command{"GET", key}, tuple_token);
+    auto [get_ec, value] = co_await std::move(get);
+    BOOST_REQUIRE(!get_ec);
+    if (!value.is_bulk() || value.string() != a.token()) ++missing;
+    auto release = a.release(tuple_token);
+    co_await std::move(release);
+    auto del = check[0]->exec(redis::command{"DEL", key}, tuple_token);
+    co_await std::move(del);
+  }
+  *stop = true;
+  BOOST_CHECK_MESSAGE(missing == 0, missing << " of " << rounds << " keys were gone right after acquire succeeded");
+  co_await sleep_for(50ms);
+  close_all(masters);
+  close_all(side);
+  close_all(check);
+}
+
+// F3: a release not awaited, then an acquire. The acquire is refused with
+// in_progress while the release runs (the release used to read the token
+// after the acquire had replaced it and delete the new hold's keys); once
+// the release is done, the next acquire holds every master with its token.
+asio::awaitable<void> release_then_acquire(asio::any_io_executor ex) {
+  auto masters = co_await connect_masters(ex, 3);
+  auto key = dlock::test::unique_name("redlock-one-at-a-time");
+  auto o = quick_options();
+  o.ttl = 300ms;
+  o.master_timeout = 100ms;
+  o.auto_extend = true;
+  o.retry_delay = 10ms;
+  o.retry_jitter = 5ms;
+  redis::redlock l(ex, masters, key, o);
+  for (int round = 0; round < 3; ++round) {
+    auto first = l.acquire(tuple_token);
+    auto [ec] = co_await std::move(first);
+    BOOST_REQUIRE_MESSAGE(!ec, ec.message() + " " + l.last_outcomes());
+    co_await sleep_for(std::chrono::milliseconds(100 + 5 * round));  // around an extension
+    auto released = std::make_shared<std::optional<error_code>>();
+    l.release([released](error_code e, std::size_t) { *released = e; });
+    auto second = l.acquire(tuple_token);
+    auto [ec2] = co_await std::move(second);
+    if (ec2) {
+      BOOST_CHECK_MESSAGE(ec2 == dlock::error::in_progress, ec2.message());
+      for (int i = 0; i < 100 && !released->has_value(); ++i) co_await sleep_for(5ms);
+      BOOST_REQUIRE(released->has_value());
+      auto third = l.acquire(tuple_token);
+      auto [ec3] = co_await std::move(third);
+      BOOST_REQUIRE_MESSAGE(!ec3, ec3.message() + " " + l.last_outcomes());
+    }
+    co_await sleep_for(30ms);
+    for (std::size_t i = 0; i < 3; ++i)
+      BOOST_CHECK_MESSAGE(get_key(i, key) == l.token(), "round " << round << " master " << i << ": '"
+                                                                  << get_key(i, key) << "'");
+    BOOST_CHECK(l.held());
+    auto release = l.release(tuple_token);
+    auto [ec_u, n] = co_await std::move(release);
+    BOOST_CHECK_MESSAGE(!ec_u, ec_u.message());
+  }
+  // A second acquire while the first still runs is refused too.
+  redis::redlock holder(ex, masters, key, quick_options());
+  auto hold = holder.acquire(tuple_token);
+  auto [ec_h] = co_await std::move(hold);
+  BOOST_REQUIRE(!ec_h);
+  auto first = std::make_shared<std::optional<error_code>>();
+  l.acquire([first](error_code e) { *first = e; });
+  auto overlapping = l.try_acquire(tuple_token);
+  auto [ec_o] = co_await std::move(overlapping);
+  BOOST_CHECK_MESSAGE(ec_o == dlock::error::in_progress, ec_o.message());
+  auto free = holder.release(tuple_token);
+  co_await std::move(free);
+  for (int i = 0; i < 200 && !first->has_value(); ++i) co_await sleep_for(10ms);
+  BOOST_REQUIRE(first->has_value());
+  BOOST_CHECK_MESSAGE(!**first, (*first)->message());
+  auto last = l.release(tuple_token);
+  co_await std::move(last);
+  co_await sleep_for(50ms);
+  close_all(masters);
+}
+
+
+// Destroying a redlock ends its acquire in progress: it never takes the keys
+// afterwards (they would stay for the TTL, with nobody to release them).
+asio::awaitable<void> destroyed_while_acquiring(asio::any_io_executor ex) {
+  auto masters = co_await connect_masters(ex, 3);
+  auto key = dlock::test::unique_name("redlock-gone");
+  redis::redlock holder(ex, masters, key, quick_options());
+  auto hold = holder.acquire(tuple_token);
+  auto [ec_h] = co_await std::move(hold);
+  BOOST_REQUIRE(!ec_h);
+  auto o = quick_options();
+  o.retry_count = -1;
+  o.wait_limit = 10s;
+  o.retry_delay = 10ms;
+  o.retry_jitter = 2ms;
+  auto waiter = std::make_unique<redis::redlock>(ex, masters, key, o);
+  auto result = std::make_shared<std::optional<error_code>>();
+  waiter->acquire([result](error_code e) { *result = e; });
+  co_await sleep_for(60ms);
+  BOOST_REQUIRE(!result->has_value());
+  waiter.reset();
+  auto free = holder.release(tuple_token);
+  co_await std::move(free);
+  co_await sleep_for(200ms);
+  BOOST_REQUIRE(result->has_value());
+  BOOST_CHECK_MESSAGE(**result == asio::error::operation_aborted, (*result)->message());
+  for (std::size_t i = 0; i < 3; ++i) BOOST_CHECK_MESSAGE(get_key(i, key).empty(), "master " << i << ": " << get_key(i, key));
+  close_all(masters);
+}
+
+// F10: the acquire sends only `SET key token NX PX ttl`, which every Redis
+// since 2.6.12 accepts (`SET ... NX GET` needs 7.0). Seen in the server's
+// slow log, with every command logged.
+asio::awaitable<void> acquire_uses_plain_set_nx_px(asio::any_io_executor ex) {
+  auto masters = co_await connect_masters(ex, 1);
+  auto key = dlock::test::unique_name("redlock-plain-set");
+  auto old_threshold = redis_cli(0, "CONFIG GET slowlog-log-slower-than");
+  redis_cli(0, "CONFIG SET slowlog-max-len 100000");
+  redis_cli(0, "CONFIG SET slowlog-log-slower-than 0");
+  redis::redlock l(ex, masters, key, quick_options());
+  auto acquire = l.acquire(tuple_token);
+  auto [ec] = co_await std::move(acquire);
+  redis_cli(0, "CONFIG SET slowlog-log-slower-than 10000");
+  BOOST_REQUIRE_MESSAGE(!ec, ec.message());
+  auto log = redis_cli(0, "SLOWLOG GET 100000");
+  auto at = log.find(key + "\n" + l.token() + "\nNX\n");
+  BOOST_REQUIRE_MESSAGE(at != std::string::npos, "no SET of our key in the slow log");
+  auto after = log.substr(at + key.size() + l.token().size() + 5, 3);
+  BOOST_CHECK_MESSAGE(after == "PX\n", "SET ... NX is followed by '" << after << "'");
+  auto release = l.release(tuple_token);
+  co_await std::move(release);
+  close_all(masters);
+}
+
 // ------------------------------------------------------------------- bad input
 
 bool invalid_argument(const boost::system::system_error& e) {
@@ -300,13 +473,42 @@ BOOST_AUTO_TEST_CASE(auto_extension_holds_past_the_ttl) { run(auto_extension_kee
 BOOST_AUTO_TEST_CASE(holder_is_told_when_validity_runs_out) { run(validity_runs_out); }
 BOOST_AUTO_TEST_CASE(mutual_exclusion_3_sets_32_coroutines_50_rounds) { run(mutual_exclusion); }
 
+BOOST_AUTO_TEST_CASE(failed_attempt_cleanup_never_deletes_the_next_attempts_key) {
+  run(cleanup_never_deletes_the_next_attempts_key);
+}
+BOOST_AUTO_TEST_CASE(release_not_awaited_then_acquire_one_operation_at_a_time) { run(release_then_acquire); }
+BOOST_AUTO_TEST_CASE(destroyed_while_acquiring_never_takes_the_keys) { run(destroyed_while_acquiring); }
+BOOST_AUTO_TEST_CASE(acquire_sends_set_nx_px_without_get) { run(acquire_uses_plain_set_nx_px); }
+
+BOOST_AUTO_TEST_CASE(duplicate_masters_are_refused) {
+  asio::io_context io;
+  auto ex = io.get_executor();
+  auto at = [&](std::string host, std::uint16_t port) {
+    redis::options o;
+    o.host = std::move(host);
+    o.port = port;
+    return std::make_shared<redis::connection>(ex, o);
+  };
+  auto a = at("127.0.0.1", 1), b = at("127.0.0.1", 2), c = at("127.0.0.1", 3);
+  redis::redlock_options good;
+  // The same connection twice, two connections to one address, and a name
+  // and an address of the same host: each would count one master twice.
+  for (const masters_t& masters : {masters_t{a, a, b}, masters_t{a, b, at("127.0.0.1", 1)},
+                                   masters_t{a, b, c, at("localhost", 3), at("127.0.0.1", 4)},
+                                   masters_t{at("LOCALHOST", 7), at("localhost", 7), a}})
+    BOOST_CHECK_EXCEPTION(redis::redlock(ex, masters, "k", good), boost::system::system_error, invalid_argument);
+  BOOST_CHECK_NO_THROW(redis::redlock(ex, masters_t{a, b, c}, "k", good));
+  BOOST_CHECK_NO_THROW(redis::redlock(ex, masters_t{a, b, at("127.0.0.2", 1)}, "k", good));
+  io.run();
+}
+
 BOOST_AUTO_TEST_CASE(bad_input_is_rejected_before_anything_is_sent) {
   asio::io_context io;
   auto ex = io.get_executor();
   masters_t five;
   for (std::size_t i = 0; i < 5; ++i) {
     redis::options o;
-    o.port = 1;  // never connected: nothing may be sent
+    o.port = static_cast<std::uint16_t>(1 + i);  // never connected: nothing may be sent (distinct: no duplicates)
     five.push_back(std::make_shared<redis::connection>(ex, o));
   }
   redis::redlock_options good;

@@ -56,6 +56,14 @@ BOOST_AUTO_TEST_CASE(rejects_malformed) {
     BOOST_TEST(!parse_host_list(bad).has_value(), "accepted '" << bad << "'");
 }
 
+// A Redlock master named twice would count twice toward the majority.
+BOOST_AUTO_TEST_CASE(rejects_duplicates) {
+  for (const char* dup : {"a:1,a:1", "a:1,b:2,a:1", "localhost:1,127.0.0.1:1", "LocalHost:5,localhost:5",
+                          "[::1]:6,[::1]:6"})
+    BOOST_TEST(!parse_host_list(dup).has_value(), "accepted '" << dup << "'");
+  BOOST_TEST(parse_host_list("a:1,a:2,b:1").has_value());
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(cli_exit_status)

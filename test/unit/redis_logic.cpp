@@ -107,6 +107,22 @@ BOOST_AUTO_TEST_CASE(validity_is_ttl_minus_elapsed_minus_drift) {
   BOOST_CHECK(redis::detail::remaining(until, sent + 20000ms) == 0ms);  // never negative
 }
 
+// F12c: a command failed by a broken byte stream may have run on the server.
+BOOST_AUTO_TEST_CASE(set_outcome_is_unknown_after_any_failure_that_may_follow_the_write) {
+  using dlock::redis::detail::set_outcome_unknown;
+  for (dlock::error_code ec : {dlock::error_code(boost::asio::error::operation_aborted),
+                               make_error_code(dlock::redis::error::timed_out),
+                               make_error_code(dlock::redis::error::connection_lost),
+                               make_error_code(dlock::redis::error::protocol_error),
+                               make_error_code(dlock::error::closed)})
+    BOOST_TEST(set_outcome_unknown(ec), ec.message());
+  // Refused before sending, or answered by the server: nothing to undo.
+  for (dlock::error_code ec : {make_error_code(dlock::redis::error::not_connected),
+                               make_error_code(dlock::redis::error::server_error),
+                               make_error_code(dlock::error::invalid_argument)})
+    BOOST_TEST(!set_outcome_unknown(ec), ec.message());
+}
+
 BOOST_AUTO_TEST_CASE(retry_delay_stays_within_jitter_and_varies) {
   std::minstd_rand random(7);
   std::set<long long> seen;

@@ -1,5 +1,7 @@
 #include "dlock/hosts.hpp"
 
+#include <dlock/redis/detail/redlock_options.hpp>
+
 #include <charconv>
 
 namespace dlock::cli {
@@ -41,6 +43,8 @@ std::optional<std::vector<host_port>> parse_host_list(std::string_view text) {
     auto comma = text.find(',');
     auto item = parse_one(text.substr(0, comma));
     if (!item) return std::nullopt;
+    for (const auto& seen : out)  // a Redlock master named twice would count twice
+      if (redis::detail::same_master(seen.host, seen.port, item->host, item->port)) return std::nullopt;
     out.push_back(std::move(*item));
     if (comma == std::string_view::npos) return out;
     text.remove_prefix(comma + 1);

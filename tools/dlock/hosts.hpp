@@ -17,7 +17,8 @@ struct host_port {
 
 /// Parses "HOST:PORT[,HOST:PORT...]"; an IPv6 host is written in brackets
 /// ("[::1]:6379"). `std::nullopt` if any item lacks a host or a port in
-/// 1..65535, or the list is empty.
+/// 1..65535, names one server twice (see redis::detail::same_master), or the
+/// list is empty.
 std::optional<std::vector<host_port>> parse_host_list(std::string_view text);
 
 }  // namespace dlock::cli

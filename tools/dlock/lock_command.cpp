@@ -66,7 +66,7 @@ lock_settings settings_from(const parsed_arguments& parsed) {
     s.session_timeout = *duration_option(values, "session-timeout");
   } else {
     auto addresses = parse_host_list(*redis);
-    if (!addresses) throw usage_error("--redis: '" + *redis + "' is not HOST:PORT[,HOST:PORT...]");
+    if (!addresses) throw usage_error("--redis: '" + *redis + "' is not HOST:PORT[,HOST:PORT...] with each master once");
     if (s.shared) throw usage_error("--shared is for --zk");
     s.redis = std::move(*addresses);
     s.ttl = *duration_option(values, "ttl");

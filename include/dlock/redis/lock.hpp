@@ -46,16 +46,31 @@ struct lock_options {
 ///
 /// Errors: dlock::error::taken (someone else holds it), not_owned (our token
 /// is gone: expired or taken over), not_held / already_held (this object's
-/// state), invalid_argument (empty key, ttl <= 0), else a redis::error or
-/// connection error (the backend failed; the outcome of an acquire that
-/// failed this way is undone by a best-effort delete).
+/// state), in_progress (see below), invalid_argument (empty key, ttl <= 0,
+/// negative wait / retry_delay / retry_jitter / drift_extra / max_hold,
+/// drift_factor outside [0, 1), extend_fraction outside (0, 1); refused at
+/// once, nothing sent), closed (the connection was closed or destroyed),
+/// else a redis::error or connection error (the backend failed). An acquire
+/// whose SET may have run unseen (timed out, cancelled, connection lost,
+/// protocol error) is undone by a compare-and-delete of its token; if the
+/// connection was down, that delete is sent again once it is back, until the
+/// TTL has passed.
+///
+/// One operation at a time: acquire() or try_acquire() while an acquire or
+/// a release of this object is still running fails at once with
+/// dlock::error::in_progress (await the release before acquiring again). A
+/// release, extension or cleanup acts only on its own hold's token, and no
+/// SET is sent before an earlier attempt's cleanup was answered.
 ///
 /// Named acquire / try_acquire / release (a member cannot be called `lock`
 /// in class `lock`), like every dlock lock.
 ///
 /// Runs on the connection's executor and, like the connection, is not
-/// thread-safe (see connection). The connection must outlive the lock.
-/// Not reentrant. Destroying a held lock releases it in the background.
+/// thread-safe (see connection). The lock shares the connection's internals:
+/// if the connection is destroyed first, the lock's operations fail with
+/// dlock::error::closed. Not reentrant. Destroying the lock ends an acquire
+/// in progress (operation_aborted; it never takes the key afterwards) and
+/// releases a held lock in the background.
 class lock {
  public:
   lock(connection& conn, std::string key, lock_options opts = {});

@@ -44,7 +44,9 @@ struct options {
   /// (its late reply is read and dropped). Zero: no timeout.
   std::chrono::milliseconds command_timeout{2000};
   /// After a loss, reconnect after a delay that doubles from min to max
-  /// (with jitter), reset after a successful connect.
+  /// (with jitter), reset after a successful connect. With `reconnect`,
+  /// min must be positive and max at least min: connect() refuses them with
+  /// dlock::error::invalid_argument otherwise.
   std::chrono::milliseconds reconnect_min{50};
   std::chrono::milliseconds reconnect_max{2000};
   /// False: after the first loss the connection stays closed.

@@ -9,9 +9,10 @@
 //     decision is taken as soon as it is known; slow masters are not waited for.
 //  3. A failed attempt releases the key on *all* masters (a SET may have landed
 //     without its answer reaching us), then waits retry_delay +/- retry_jitter
-//     and tries again, until `retry_count` or `wait_limit` runs out. Retries of
-//     one `acquire()` reuse its token, and a key already holding that token counts
-//     as ours (its TTL refreshed), so a late leftover never blocks a retry.
+//     and tries again, until `retry_count` or `wait_limit` runs out. Every
+//     attempt has a token of its own, and its SET waits until every master
+//     answered the previous attempt's release (or its timeout passed): a late
+//     cleanup can never delete a newer attempt's key.
 //
 // Assumptions (the algorithm is only as safe as these):
 //  - Clocks of the client and the masters advance at about the same rate:
@@ -28,15 +29,17 @@
 //  - N should be odd. An even N works but is wasteful: 4 masters tolerate one
 //    failure, like 3 do.
 //
-// Wire compatibility: each key holds the plain token written by SET NX PX;
+// Wire compatibility: each key holds the plain token written by SET NX PX
+// (any Redis from 2.6.12 on);
 // release is compare-and-DEL and extend compare-and-PEXPIRE, the scheme of
 // redsync and node-redlock, so mixed fleets can share one Redlock.
 //
 // Thread safety, as for Asio's own I/O objects: a redlock runs on the executor
 // given to its constructor and is not thread-safe. On an io_context run by
 // several threads, give it and its master connections one strand. Completions
-// run on the handler's associated executor (by default the redlock's). Do not
-// start two operations on one redlock at once.
+// run on the handler's associated executor (by default the redlock's). One
+// operation at a time: acquire() while an acquire or a release() of the same
+// redlock is still running fails at once with `dlock::error::in_progress`.
 #pragma once
 
 #include <dlock/config.hpp>
@@ -65,12 +68,14 @@ class redlock {
  public:
   /// One connection per master. Throws `boost::system::system_error`
   /// (`dlock::error::invalid_argument`, with the reason in `what()`) for zero
-  /// masters, an empty key, ttl <= 0, drift_factor outside [0, 1) and other
-  /// bad options: nothing is sent.
+  /// masters, a master given twice (the same connection, or the same host and
+  /// port, "localhost" being 127.0.0.1), an empty key, ttl <= 0, drift_factor
+  /// outside [0, 1) and other bad options: nothing is sent.
   redlock(asio::any_io_executor executor, std::vector<std::shared_ptr<connection>> masters,
           std::string key, redlock_options options = {});
-  /// Releases a held lock in the background (its keys would otherwise live
-  /// until the TTL ends).
+  /// Ends an acquire in progress (it completes with operation_aborted and
+  /// takes no key afterwards) and releases a held lock in the background
+  /// (its keys would otherwise live until the TTL ends).
   ~redlock();
   redlock(const redlock&) = delete;
   redlock& operator=(const redlock&) = delete;
@@ -82,7 +87,8 @@ class redlock {
   /// Acquires, retrying as the options say. Fails with `dlock::error::taken`
   /// (a majority is held by others), `no_quorum` (too many masters failed or
   /// timed out), `expired` (no validity left when the majority answered) or
-  /// `already_held`. `last_outcomes()` tells what each master answered.
+  /// `already_held`, `in_progress` (an acquire or release is still running).
+  /// `last_outcomes()` tells what each master answered.
   /// Cancellation (terminal or partial) leaves no key behind.
   /// Signature `void(error_code)`.
   template <class Token = default_token>

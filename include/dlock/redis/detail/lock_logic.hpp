@@ -5,6 +5,8 @@
 #include <dlock/redis/error.hpp>
 #include <dlock/redis/reply.hpp>
 
+#include <boost/asio/error.hpp>
+
 #include <algorithm>
 #include <chrono>
 #include <random>
@@ -52,6 +54,14 @@ inline set_outcome interpret_set(const reply& r) {
   if (r.is_ok()) return set_outcome::acquired;
   if (r.is_nil()) return set_outcome::taken;
   return set_outcome::unexpected;
+}
+
+/// An acquire whose SET may have been applied though we saw no reply: its
+/// token is then deleted (compare-and-delete) so no stray key is left. A
+/// protocol error fails commands that may have run.
+inline bool set_outcome_unknown(error_code ec) {
+  return ec == boost::asio::error::operation_aborted || ec == redis::error::timed_out ||
+         ec == redis::error::connection_lost || ec == redis::error::protocol_error || ec == dlock::error::closed;
 }
 
 /// The compare-and-delete / compare-and-PEXPIRE scripts return 1 when our

@@ -34,6 +34,10 @@ struct redlock_options {
 
 namespace detail {
 
+/// True when two master addresses name one server: the same port and the
+/// same host, ignoring case, with "localhost" taken as 127.0.0.1 (no lookup).
+bool same_master(std::string_view host_a, unsigned port_a, std::string_view host_b, unsigned port_b) noexcept;
+
 /// Why `options` (with `masters` masters and `key`) cannot make a Redlock,
 /// or an empty view when they can.
 std::string_view redlock_invalid_reason(const redlock_options& options, std::size_t masters,
