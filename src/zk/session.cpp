@@ -195,10 +195,14 @@ void session::drain(int events) {
   completion_batch replies;  // delivered below, outside the C calls
   for (int i = 0; i < max_replies_per_drain && zh_; ++i) {
     int rc;
+    auto explained = frames_explained_;
     {
       c_call_guard guard;
       rc = zookeeper_process(zh_, events);
     }
+    // A frame read (ZOK with READ) that ran no completion and no watch
+    // answered something the C client sent by itself: a ping, most often.
+    if (rc == ZOK && (events & ZOOKEEPER_READ) && explained == frames_explained_) expiry_.heard(steady_clock::now());
     events = ZOOKEEPER_READ;
     if (rc == ZINVALIDSTATE) handle_dead_ = true;
     if (rc != ZOK) break;  // ZNOTHING, or an error after which the C client closed the socket
@@ -224,7 +228,7 @@ void session::after_c_calls() {
       int rc;
       {
         c_call_guard guard;
-        rc = zoo_adelete(zh_, path.c_str(), -1, [](int, const void*) {}, nullptr);
+        rc = zoo_adelete(zh_, path.c_str(), -1, &session::on_orphan_removed, this);
       }
       if (rc == ZOK) request_sent();
       dlock::detail::log(log_level::debug, "zk: removing " + path + ", created by a cancelled create");
@@ -307,6 +311,20 @@ void session::arm_timer(steady_clock::duration delay) {
 
 // ---------------------------------------------------------------- session events
 
+void session::on_orphan_removed(int, const void* context) {
+  ++static_cast<session*>(const_cast<void*>(context))->frames_explained_;  // answers a request of ours
+}
+
+// Fake completions (the C client failing requests on a disconnect or a close)
+// prove nothing; a server's answer, even an error, proves it read the request.
+void session::reply_received(int rc, steady_clock::time_point sent_at) noexcept {
+  replies_received_.fetch_add(1, std::memory_order_relaxed);
+  ++frames_explained_;
+  bool answered = rc != ZCONNECTIONLOSS && rc != ZOPERATIONTIMEOUT && rc != ZCLOSING && rc != ZSESSIONEXPIRED &&
+                  rc != ZINVALIDSTATE && rc != ZAUTHFAILED;
+  if (answered) expiry_.heard(sent_at);
+}
+
 void session::global_watcher(zhandle_t*, int type, int state, const char*, void* context) {
   // Inside a C client call: record and post only.
   if (type == ZOO_SESSION_EVENT) static_cast<session*>(context)->on_session_event(state);
@@ -343,6 +361,7 @@ void session::on_connected() {
   }
   session_id_ = id->client_id;
   negotiated_timeout_ms_ = zoo_recv_timeout(zh_);
+  expiry_.heard(steady_clock::now());  // the handshake's reply: a server just renewed the session
   lost_timer_.cancel();
   bool had_session = fsm_.ever_connected;
   auto previous_id = fsm_.session_id;
@@ -362,13 +381,16 @@ void session::on_connected() {
   complete_connect_waiters({});
 }
 
+// Counted from the last moment the servers are known to have heard from us,
+// not from the disconnect: the C client notices a silent partition only 2/3 T
+// after the last data, and the servers may expire the session T after it.
 void session::start_lost_timer() {
-  lost_timer_.expires_after(negotiated_timeout());
+  lost_timer_.expires_at(expiry_.lost_at(negotiated_timeout()));
   lost_timer_.async_wait([self = shared_from_this()](error_code ec) {
     if (ec) return;
     if (self->fsm_.on_disconnect_timeout()) {
       dlock::detail::log(log_level::warning,
-                         "zk: disconnected longer than the session timeout: session lost");
+                         "zk: disconnected long enough for the servers to expire the session: session lost");
       self->set_state_changed();
     }
   });
@@ -479,6 +501,7 @@ void session::send_close_probe() {
 
 void session::on_close_probe(int rc, const Stat*, const void* context) {
   auto* self = const_cast<session*>(static_cast<const session*>(context));
+  ++self->frames_explained_;
   if (self->close_phase_ != close_phase::probing) return;
   // The connection dropped under the probe. The C client reconnects at once
   // (another member, or the same after a blip): a server that answers again
