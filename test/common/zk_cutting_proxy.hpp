@@ -53,6 +53,7 @@ inline constexpr std::int32_t get_children2 = 12;
 inline constexpr std::int32_t multi = 14;
 inline constexpr std::int32_t create2 = 15;
 inline constexpr std::int32_t create_container = 19;
+inline constexpr std::int32_t close_session = -11;
 }  // namespace zk_opcode
 
 class zk_cutting_proxy {
@@ -262,7 +263,7 @@ class zk_cutting_proxy {
       first = false;
       auto [write_ec, w] = co_await boost::asio::async_write(*l->upstream, boost::asio::buffer(frame), with_ec);
       if (write_ec) break;
-      if (opcode < 0) continue;
+      if (opcode < 0 && opcode != zk_opcode::close_session) continue;
       auto fired = s->on_request(opcode);
       if (fired.kind == trigger_kind::hold) l->hold_until = clock::now() + fired.delay;
       if (fired.kind == trigger_kind::cut) {
