@@ -90,7 +90,11 @@ class session : public std::enable_shared_from_this<session> {
   void set_state_changed();
   void start_lost_timer();
   void send_close_probe();
-  void finish_close(bool polite);
+  void send_close_request();
+  void await_server_close();
+  bool socket_is_current() const;
+  void shut_c_socket();
+  void finish_close();
   void complete_connect_waiters(error_code ec);
 
   strand_type strand_;
@@ -127,7 +131,9 @@ class session : public std::enable_shared_from_this<session> {
   std::vector<std::shared_ptr<watch_state>> removals_;              // cancelled before registration
   std::vector<std::string> orphans_;                                // created by cancelled creates
 
-  enum class close_phase { open, probing, done } close_phase_ = close_phase::open;
+  // probing: waiting for a server to answer the probe; closing: CLOSE sent,
+  // waiting for the server to end the connection (the C client is not driven).
+  enum class close_phase { open, probing, closing, done } close_phase_ = close_phase::open;
   bool reprobe_when_connected_ = false;  // the probe's connection dropped: probe again once reconnected
   asio::steady_timer close_timer_;
 
