@@ -128,7 +128,7 @@ class multi_request : public request<multi_result> {
 // has filled c_results_ (and the buffers) before calling this.
 void on_multi(int rc, const void* context) {
   auto m = take_c_hold<multi_request>(context);
-  m->owner->reply_received();
+  m->owner->reply_received(rc, m->sent_at);
   if (m->done()) return;  // cancelled: the results go with the request
   m->complete(reply_error(rc), m->collect(rc));
 }

@@ -9,7 +9,7 @@ namespace {
 
 void on_created(int rc, const char* path, const Stat* st, const void* context) {
   auto op = take_c_hold<request<created>>(context);
-  op->owner->reply_received();
+  op->owner->reply_received(rc, op->sent_at);
   if (rc == ZOK && op->done() && path) op->owner->remove_orphan_later(path);  // cancelled: undo
   if (rc == ZOK) op->complete({}, created{path ? path : "", to_stat(st)});
   else op->complete(reply_error(rc), {});
@@ -17,13 +17,13 @@ void on_created(int rc, const char* path, const Stat* st, const void* context) {
 
 void on_removed(int rc, const void* context) {
   auto op = take_c_hold<request<>>(context);
-  op->owner->reply_received();
+  op->owner->reply_received(rc, op->sent_at);
   op->complete(reply_error(rc));
 }
 
 void on_data(int rc, const char* value, int length, const Stat* st, const void* context) {
   auto op = take_c_hold<request<std::string, zk::stat>>(context);
-  op->owner->reply_received();
+  op->owner->reply_received(rc, op->sent_at);
   if (op->watch) op->watch->arming_reply(rc, rc == ZOK);
   if (rc == ZOK) op->complete({}, std::string(value ? value : "", value && length > 0 ? length : 0), to_stat(st));
   else op->complete(reply_error(rc), {}, {});
@@ -31,20 +31,20 @@ void on_data(int rc, const char* value, int length, const Stat* st, const void* 
 
 void on_synced(int rc, const char*, const void* context) {
   auto op = take_c_hold<request<>>(context);
-  op->owner->reply_received();
+  op->owner->reply_received(rc, op->sent_at);
   op->complete(reply_error(rc));
 }
 
 void on_set(int rc, const Stat* st, const void* context) {
   auto op = take_c_hold<request<zk::stat>>(context);
-  op->owner->reply_received();
+  op->owner->reply_received(rc, op->sent_at);
   if (rc == ZOK) op->complete({}, to_stat(st));
   else op->complete(reply_error(rc), {});
 }
 
 void on_exists(int rc, const Stat* st, const void* context) {
   auto op = take_c_hold<request<std::optional<zk::stat>>>(context);
-  op->owner->reply_received();
+  op->owner->reply_received(rc, op->sent_at);
   // An exists watch registers on a missing node too (it fires on creation).
   if (op->watch) op->watch->arming_reply(rc, rc == ZOK || rc == ZNONODE);
   if (rc == ZOK) op->complete({}, to_stat(st));
@@ -54,7 +54,7 @@ void on_exists(int rc, const Stat* st, const void* context) {
 
 void on_children(int rc, const String_vector* names, const Stat* st, const void* context) {
   auto op = take_c_hold<request<std::vector<std::string>, zk::stat>>(context);
-  op->owner->reply_received();
+  op->owner->reply_received(rc, op->sent_at);
   if (op->watch) op->watch->arming_reply(rc, rc == ZOK);
   if (rc != ZOK) return op->complete(reply_error(rc), {}, {});
   std::vector<std::string> children;

@@ -8,6 +8,8 @@
 #include <dlock/error.hpp>
 #include <dlock/zk/path.hpp>
 
+#include <chrono>
+
 namespace dlock::zk::detail {
 
 inline zk::stat to_stat(const Stat* s) noexcept {
@@ -56,6 +58,8 @@ class request : public pending<Args...> {
   session* owner;  // alive while the C client holds this request
   std::shared_ptr<watch_state> watch;
   std::string path;  // kept for a cancelled create's cleanup
+  /// When the zoo_a* call was made: its reply proves the server heard us since.
+  std::chrono::steady_clock::time_point sent_at{};
 
  protected:
   void on_cancel() override {
@@ -85,6 +89,7 @@ void send_on_strand(const session_ptr& s, std::shared_ptr<R> op, Send send) {
     zhandle_t* zh = s->handle_for_request(ec);
     if (!zh) return op->fail(ec);
     op->c_hold = op;
+    op->sent_at = std::chrono::steady_clock::now();
     int rc;
     {
       c_call_guard guard;

@@ -9,6 +9,7 @@
 #include <boost/asio/dispatch.hpp>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <fcntl.h>
 #include <sys/socket.h>
@@ -159,7 +160,7 @@ void session::request_sent() {
 // ---------------------------------------------------------------- driver
 
 void session::step() {
-  if (!zh_) return;
+  if (!zh_ || close_phase_ == close_phase::closing) return;
   int fd = -1, interest = 0;
   timeval tv{};
   int rc, state;
@@ -192,13 +193,18 @@ void session::step() {
 }
 
 void session::drain(int events) {
+  if (close_phase_ == close_phase::closing) return;
   completion_batch replies;  // delivered below, outside the C calls
   for (int i = 0; i < max_replies_per_drain && zh_; ++i) {
     int rc;
+    auto explained = frames_explained_;
     {
       c_call_guard guard;
       rc = zookeeper_process(zh_, events);
     }
+    // A frame read (ZOK with READ) that ran no completion and no watch
+    // answered something the C client sent by itself: a ping, most often.
+    if (rc == ZOK && (events & ZOOKEEPER_READ) && explained == frames_explained_) expiry_.heard(steady_clock::now());
     events = ZOOKEEPER_READ;
     if (rc == ZINVALIDSTATE) handle_dead_ = true;
     if (rc != ZOK) break;  // ZNOTHING, or an error after which the C client closed the socket
@@ -224,7 +230,7 @@ void session::after_c_calls() {
       int rc;
       {
         c_call_guard guard;
-        rc = zoo_adelete(zh_, path.c_str(), -1, [](int, const void*) {}, nullptr);
+        rc = zoo_adelete(zh_, path.c_str(), -1, &session::on_orphan_removed, this);
       }
       if (rc == ZOK) request_sent();
       dlock::detail::log(log_level::debug, "zk: removing " + path + ", created by a cancelled create");
@@ -307,6 +313,20 @@ void session::arm_timer(steady_clock::duration delay) {
 
 // ---------------------------------------------------------------- session events
 
+void session::on_orphan_removed(int, const void* context) {
+  ++static_cast<session*>(const_cast<void*>(context))->frames_explained_;  // answers a request of ours
+}
+
+// Fake completions (the C client failing requests on a disconnect or a close)
+// prove nothing; a server's answer, even an error, proves it read the request.
+void session::reply_received(int rc, steady_clock::time_point sent_at) noexcept {
+  replies_received_.fetch_add(1, std::memory_order_relaxed);
+  ++frames_explained_;
+  bool answered = rc != ZCONNECTIONLOSS && rc != ZOPERATIONTIMEOUT && rc != ZCLOSING && rc != ZSESSIONEXPIRED &&
+                  rc != ZINVALIDSTATE && rc != ZAUTHFAILED;
+  if (answered) expiry_.heard(sent_at);
+}
+
 void session::global_watcher(zhandle_t*, int type, int state, const char*, void* context) {
   // Inside a C client call: record and post only.
   if (type == ZOO_SESSION_EVENT) static_cast<session*>(context)->on_session_event(state);
@@ -343,6 +363,7 @@ void session::on_connected() {
   }
   session_id_ = id->client_id;
   negotiated_timeout_ms_ = zoo_recv_timeout(zh_);
+  expiry_.heard(steady_clock::now());  // the handshake's reply: a server just renewed the session
   lost_timer_.cancel();
   bool had_session = fsm_.ever_connected;
   auto previous_id = fsm_.session_id;
@@ -362,13 +383,16 @@ void session::on_connected() {
   complete_connect_waiters({});
 }
 
+// Counted from the last moment the servers are known to have heard from us,
+// not from the disconnect: the C client notices a silent partition only 2/3 T
+// after the last data, and the servers may expire the session T after it.
 void session::start_lost_timer() {
-  lost_timer_.expires_after(negotiated_timeout());
+  lost_timer_.expires_at(expiry_.lost_at(negotiated_timeout()));
   lost_timer_.async_wait([self = shared_from_this()](error_code ec) {
     if (ec) return;
     if (self->fsm_.on_disconnect_timeout()) {
       dlock::detail::log(log_level::warning,
-                         "zk: disconnected longer than the session timeout: session lost");
+                         "zk: disconnected long enough for the servers to expire the session: session lost");
       self->set_state_changed();
     }
   });
@@ -442,12 +466,16 @@ void session::remove_watch_later(std::shared_ptr<watch_state> w) { removals_.pus
 // ---------------------------------------------------------------- closing
 
 // zookeeper_close (ST) sends CLOSE and then blocks in poll() up to 3 s + 1.5 s
-// waiting for the server. So it is only let to send CLOSE when a server just
-// answered a probe (the wait is then one round trip; a probe whose connection
-// dropped is sent again once the C client reconnects, within the same limit,
-// so a blip does not leave the session to expire); otherwise the socket is
-// shut down first, the send fails at once, nothing blocks, and the servers
-// expire the session (and its ephemerals) after the session timeout.
+// waiting for the server, holding the process-wide C client mutex, so every
+// session of the process would stall with it (safety review F12d). So it is
+// never given a live connection: the socket is shut down first, its send
+// fails at once and nothing blocks. The CLOSE is sent here instead, once a
+// server just answered a probe (a probe whose connection dropped is sent
+// again once the C client reconnects, within the same limit, so a blip does
+// not leave the session to expire), and the end of the connection is awaited
+// on the strand: the server closes it once the session is gone. Without an
+// answer within the limit, the servers expire the session (and its
+// ephemerals) after the session timeout.
 void session::close(pending_ptr<> op) {
   if (close_phase_ == close_phase::done) return op->complete({});
   close_waiters_.push_back(std::move(op));
@@ -455,14 +483,14 @@ void session::close(pending_ptr<> op) {
   closing_ = true;
   lost_timer_.cancel();
   complete_connect_waiters(make_error_code(dlock::error::closed));
-  if (!zh_ || zoo_state(zh_) != ZOO_CONNECTED_STATE) return finish_close(false);
+  if (!zh_ || zoo_state(zh_) != ZOO_CONNECTED_STATE) return finish_close();
   close_phase_ = close_phase::probing;
   send_close_probe();
   if (close_phase_ != close_phase::probing) return;
   auto limit = std::min<milliseconds>(milliseconds(1000), negotiated_timeout() / 3);
   close_timer_.expires_after(limit);
   close_timer_.async_wait([self = shared_from_this()](error_code ec) {
-    if (!ec) self->finish_close(false);
+    if (!ec) self->finish_close();
   });
 }
 
@@ -473,12 +501,13 @@ void session::send_close_probe() {
     c_call_guard guard;
     rc = zoo_aexists(zh_, "/", 0, &session::on_close_probe, this);
   }
-  if (rc != ZOK) return finish_close(false);
+  if (rc != ZOK) return finish_close();
   request_sent();
 }
 
 void session::on_close_probe(int rc, const Stat*, const void* context) {
   auto* self = const_cast<session*>(static_cast<const session*>(context));
+  ++self->frames_explained_;
   if (self->close_phase_ != close_phase::probing) return;
   // The connection dropped under the probe. The C client reconnects at once
   // (another member, or the same after a blip): a server that answers again
@@ -489,17 +518,86 @@ void session::on_close_probe(int rc, const Stat*, const void* context) {
     return;
   }
   if (rc != ZOK) return;
-  asio::post(self->strand_, [s = self->shared_from_this()] { s->finish_close(true); });
+  asio::post(self->strand_, [s = self->shared_from_this()] { s->send_close_request(); });
 }
 
-void session::finish_close(bool polite) {
+// Writes ZooKeeper's CLOSE request (length 8, then xid and opcode -11, big
+// endian) on the C client's connection, once the C client has nothing queued
+// (else the frame would land inside one of its own), and stops driving the C
+// client: what the server sends now is never read by it.
+void session::send_close_request() {
+  if (close_phase_ != close_phase::probing || !zh_) return;
+  int fd = -1, interest = 0, rc, state;
+  timeval tv{};
+  {
+    c_call_guard guard;
+    rc = zookeeper_interest(zh_, &fd, &interest, &tv);
+    state = zoo_state(zh_);
+  }
+  if (rc != ZOK || state != ZOO_CONNECTED_STATE || (interest & ZOOKEEPER_WRITE) || fd < 0) return finish_close();
+  sync_descriptor(fd);
+  if (!socket_is_current()) return finish_close();
+  close_phase_ = close_phase::closing;
+  ++socket_generation_;  // the driver's waits end here
+  read_armed_ = write_armed_ = false;
+  timer_.cancel();
+  timer_armed_ = false;
+  ++timer_generation_;
+  const unsigned char frame[12] = {0, 0, 0, 8, 0x7f, 0xff, 0xff, 0xfe, 0xff, 0xff, 0xff, 0xf5};
+  if (::send(socket_.native_handle(), frame, sizeof frame, MSG_NOSIGNAL | MSG_DONTWAIT) != sizeof frame)
+    return finish_close();
+  await_server_close();
+}
+
+// Reads and drops what comes until the server ends the connection.
+void session::await_server_close() {
+  socket_.async_wait(asio::posix::descriptor_base::wait_read,
+                     [self = shared_from_this(), generation = socket_generation_](error_code ec) {
+                       if (generation != self->socket_generation_ || ec) return;
+                       char dropped[512];
+                       for (;;) {
+                         auto n = ::recv(self->socket_.native_handle(), dropped, sizeof dropped, MSG_DONTWAIT);
+                         if (n > 0) continue;
+                         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return self->await_server_close();
+                         return self->finish_close();  // the end of the connection, or an error
+                       }
+                     });
+}
+
+// Our dup is the C client's socket: its fd still names the same socket.
+bool session::socket_is_current() const {
+  if (!socket_.is_open() || socket_fd_number_ < 0) return false;
+  struct ::stat st {};
+  if (::fstat(socket_fd_number_, &st) != 0) return false;
+  return st.st_dev == socket_dev_ && st.st_ino == socket_ino_;
+}
+
+// zookeeper_close sends (and then waits) only on a connection it believes up.
+void session::shut_c_socket() {
+  int state = zoo_state(zh_);
+  if (state != ZOO_CONNECTED_STATE && state != ZOO_READONLY_STATE) return;
+  if (!socket_is_current() && close_phase_ != close_phase::closing) {
+    // Our copy went stale (the C client replaced its socket since the last step): ask again.
+    int fd = -1, interest = 0;
+    timeval tv{};
+    {
+      c_call_guard guard;
+      zookeeper_interest(zh_, &fd, &interest, &tv);
+      state = zoo_state(zh_);
+    }
+    if (state != ZOO_CONNECTED_STATE && state != ZOO_READONLY_STATE) return;
+    if (fd >= 0) sync_descriptor(fd);
+  }
+  if (socket_is_current()) ::shutdown(socket_.native_handle(), SHUT_RDWR);
+  else dlock::detail::log(log_level::warning, "zk: the connection to shut before closing is unknown: the close may block");
+}
+
+void session::finish_close() {
   if (close_phase_ == close_phase::done) return;
+  if (zh_) shut_c_socket();
   close_phase_ = close_phase::done;
   close_timer_.cancel();
-  if (zh_) {
-    if (!polite && socket_.is_open()) ::shutdown(socket_.native_handle(), SHUT_RDWR);
-    release_handle(make_error_code(dlock::error::closed));
-  }
+  if (zh_) release_handle(make_error_code(dlock::error::closed));
   if (fsm_.on_closed()) set_state_changed();
   auto waiters = std::move(close_waiters_);
   close_waiters_.clear();

@@ -46,7 +46,11 @@ class session : public std::enable_shared_from_this<session> {
   const ACL_vector* default_acl() const noexcept;
   /// After every zoo_a* call: counts it and re-evaluates interest once per batch.
   void request_sent();
-  void reply_received() noexcept { replies_received_.fetch_add(1, std::memory_order_relaxed); }
+  /// A completion ran with `rc` for a request sent at `sent_at` (inside a C call).
+  void reply_received(int rc, std::chrono::steady_clock::time_point sent_at) noexcept;
+  /// A watch notification arrived (inside a C call): it proves nothing about
+  /// what the server heard from us.
+  void notification_received() noexcept { ++frames_explained_; }
   void watch_registered(std::shared_ptr<watch_state> w);
   void watch_released(watch_state* w);
   void remove_watch_later(std::shared_ptr<watch_state> w);
@@ -69,6 +73,7 @@ class session : public std::enable_shared_from_this<session> {
  private:
   static void global_watcher(zhandle_t*, int type, int state, const char* path, void* context);
   static void on_close_probe(int rc, const Stat*, const void* context);
+  static void on_orphan_removed(int rc, const void* context);
 
   bool open_handle(error_code& ec);
   void step();
@@ -85,7 +90,11 @@ class session : public std::enable_shared_from_this<session> {
   void set_state_changed();
   void start_lost_timer();
   void send_close_probe();
-  void finish_close(bool polite);
+  void send_close_request();
+  void await_server_close();
+  bool socket_is_current() const;
+  void shut_c_socket();
+  void finish_close();
   void complete_connect_waiters(error_code ec);
 
   strand_type strand_;
@@ -109,7 +118,9 @@ class session : public std::enable_shared_from_this<session> {
   unsigned timer_generation_ = 0;
 
   asio::steady_timer connect_timer_;  // options::connect_timeout
-  asio::steady_timer lost_timer_;  // suspended longer than the session timeout -> lost
+  asio::steady_timer lost_timer_;  // suspended past expiry_.lost_at -> lost
+  expiry_bound expiry_;             // when the servers may expire the session
+  std::uint64_t frames_explained_ = 0;  // completions and notifications seen by drain()
   bool handle_dead_ = false;        // expired or auth failed, seen inside a C call
   bool auth_failed_ = false;
 
@@ -120,7 +131,9 @@ class session : public std::enable_shared_from_this<session> {
   std::vector<std::shared_ptr<watch_state>> removals_;              // cancelled before registration
   std::vector<std::string> orphans_;                                // created by cancelled creates
 
-  enum class close_phase { open, probing, done } close_phase_ = close_phase::open;
+  // probing: waiting for a server to answer the probe; closing: CLOSE sent,
+  // waiting for the server to end the connection (the C client is not driven).
+  enum class close_phase { open, probing, closing, done } close_phase_ = close_phase::open;
   bool reprobe_when_connected_ = false;  // the probe's connection dropped: probe again once reconnected
   asio::steady_timer close_timer_;
 

@@ -19,6 +19,7 @@ void watch_state::on_event(zhandle_t*, int type, int state, const char* path, vo
     return;
   }
   if (type == ZOO_NOTWATCHING_EVENT) return;
+  self->owner_->notification_received();
   watch_event event;
   if (type == ZOO_CREATED_EVENT) event.type = watch_event_type::created;
   else if (type == ZOO_DELETED_EVENT) event.type = watch_event_type::deleted;

@@ -58,6 +58,7 @@ inline constexpr std::int32_t get_children2 = 12;
 inline constexpr std::int32_t multi = 14;
 inline constexpr std::int32_t create2 = 15;
 inline constexpr std::int32_t create_container = 19;
+inline constexpr std::int32_t close_session = -11;
 /// For the triggers: any request but a ping (the nth step of an operation).
 inline constexpr std::int32_t any = -2;
 }  // namespace zk_opcode
@@ -279,7 +280,8 @@ class zk_cutting_proxy {
         opcode = static_cast<std::int32_t>((std::uint32_t(frame[8]) << 24) | (std::uint32_t(frame[9]) << 16) |
                                            (std::uint32_t(frame[10]) << 8) | std::uint32_t(frame[11]));
       first = false;
-      auto fired = opcode < 0 ? fault_trigger{} : s->on_request(opcode);
+      bool counted = opcode >= 0 || opcode == zk_opcode::close_session;  // not the connect request
+      auto fired = counted ? s->on_request(opcode) : fault_trigger{};
       if (fired.kind == trigger_kind::drop) break;  // never sent: cut now
       auto [write_ec, w] = co_await boost::asio::async_write(*l->upstream, boost::asio::buffer(frame), with_ec);
       if (write_ec) break;

@@ -4,7 +4,9 @@
 #include <dlock/zk/detail/session_fsm.hpp>
 
 using dlock::zk::session_state;
+using dlock::zk::detail::expiry_bound;
 using dlock::zk::detail::session_fsm;
+using namespace std::chrono_literals;
 
 BOOST_AUTO_TEST_SUITE(zk_session_fsm)
 
@@ -60,6 +62,28 @@ BOOST_AUTO_TEST_CASE(closed_is_final) {
   BOOST_TEST(!f.on_expired());
   BOOST_TEST(!f.on_disconnected());
   BOOST_TEST((f.state == session_state::closed));
+}
+
+// The servers may expire the session T after the last packet they read from
+// it; the loss is reported before that, counted from the latest proof.
+BOOST_AUTO_TEST_CASE(lost_is_due_before_the_servers_can_expire_the_session) {
+  expiry_bound b;
+  auto t0 = expiry_bound::clock::now();
+  b.heard(t0);
+  BOOST_TEST((b.lost_at(4000ms) == t0 + 3600ms));
+  BOOST_TEST((b.lost_at(4000ms) < t0 + 4000ms));
+}
+
+BOOST_AUTO_TEST_CASE(only_a_later_proof_moves_the_deadline) {
+  expiry_bound b;
+  auto t0 = expiry_bound::clock::now();
+  b.heard(t0 + 2s);
+  // A reply to a request sent earlier, read later: the server may have read
+  // that request at its send time, which is older than what we know already.
+  b.heard(t0 + 1s);
+  BOOST_TEST((b.last_heard == t0 + 2s));
+  b.heard(t0 + 3s);
+  BOOST_TEST((b.lost_at(10s) == t0 + 3s + 9s));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -12,8 +12,9 @@ enum class loss_policy {
   /// Lost as soon as the connection is suspended: the session may already be
   /// gone on the servers, so the holder can no longer vouch for its node.
   standard,
-  /// Lost only when the session is lost (expired, or disconnected longer than
-  /// the session timeout). Holds across short connection drops.
+  /// Lost only when the session is lost: expired, or still disconnected 0.9 T
+  /// after a server last heard from the client (T: the negotiated session
+  /// timeout), before the servers can expire it. Holds across short drops.
   session,
 };
 

@@ -4,6 +4,7 @@
 
 #include <dlock/zk/types.hpp>
 
+#include <chrono>
 #include <cstdint>
 
 namespace dlock::zk::detail {
@@ -34,8 +35,8 @@ struct session_fsm {
     if (state == session_state::closed) return false;
     return set(session_state::lost);
   }
-  /// Disconnected for longer than the negotiated session timeout: the servers
-  /// may have expired the session, so its ephemerals cannot be vouched for.
+  /// Disconnected until the servers may have expired the session
+  /// (`expiry_bound::lost_at`), so its ephemerals cannot be vouched for.
   bool on_disconnect_timeout() noexcept {
     if (state != session_state::suspended) return false;
     return set(session_state::lost);
@@ -48,6 +49,40 @@ struct session_fsm {
     state = s;
     return true;
   }
+};
+
+/// The earliest moment the servers may expire the session, from what the
+/// client heard (safety review F7).
+///
+/// A server counts the timeout T from the last packet it received from the
+/// session, and expires it no earlier than that plus T (it rounds the expiry
+/// up to its next tick; a follower passes its clients' packets on to the
+/// leader later still, which only moves the leader's expiry later). The client
+/// cannot see that moment, only bound it from below: a reply proves the server
+/// read the request it answers, hence read something no earlier than the
+/// request was sent. So a reply to one of our requests counts from the
+/// request's send time. A frame that answers nothing of ours (a ping's reply,
+/// the handshake) counts from when it arrived: the server read the ping at
+/// most one server turn and one network hop earlier (nothing of ours is queued
+/// before a ping: the C client pings only when no request is outstanding).
+/// Notifications count for nothing: the server sends them without hearing
+/// from us. `margin` (T/10) covers that hop, the timer's and the loss
+/// handler's lateness, and clock rate differences.
+struct expiry_bound {
+  using clock = std::chrono::steady_clock;
+
+  /// A lower bound of the servers' last receipt from this session.
+  clock::time_point last_heard{};
+
+  /// The servers read something from us at or after `since`.
+  void heard(clock::time_point since) noexcept {
+    if (since > last_heard) last_heard = since;
+  }
+  /// When to report the session lost if nothing is heard meanwhile.
+  clock::time_point lost_at(std::chrono::milliseconds timeout) const noexcept {
+    return last_heard + timeout - margin(timeout);
+  }
+  static std::chrono::milliseconds margin(std::chrono::milliseconds timeout) noexcept { return timeout / 10; }
 };
 
 }  // namespace dlock::zk::detail
