@@ -195,13 +195,12 @@ asio::awaitable<void> client_cut_from_its_member(zk::loss_policy policy) {
                "the holder still believed it held when the contender was granted the lock");
   } else {
     BOOST_TEST(loss->reason == make_error_code(zk::error::session_expired), loss->reason.message());
-    // safety-review F7: `session` tells the loss up to about 2/3 of the
-    // session timeout after the servers expired the session. A warning until
-    // the fix lands (with it, branch zksession, this holds): then BOOST_TEST.
-    BOOST_WARN_MESSAGE(!grant->holder_believed_it_held,
-                       "F7: with loss_policy::session the holder still believed it held when the contender was "
-                       "granted the lock; it was told "
-                           << ms_between(grant->at, loss->at) << " ms later");
+    // safety-review F7: `session` used to tell the loss up to about 2/3 of
+    // the session timeout after the servers expired the session.
+    BOOST_TEST(!grant->holder_believed_it_held,
+               "F7: with loss_policy::session the holder still believed it held when the contender was "
+               "granted the lock; it was told "
+                   << ms_between(grant->at, loss->at) << " ms later");
   }
   partition::heal_all();
   co_await release_both(holder_zk, holder, contender, loss->reason);
