@@ -14,6 +14,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/container/small_vector.hpp>
 
+#include <atomic>
 #include <cstdint>
 #include <list>
 #include <memory>
@@ -42,7 +43,7 @@ class redlock_impl : public std::enable_shared_from_this<redlock_impl> {
   std::string token;
   lock_loss loss;
 
-  hold_state state = hold_state::idle;
+  std::atomic<hold_state> state{hold_state::idle};  // atomic: held() reads it from any thread
   std::uint64_t generation = 0;  // bumped by every attempt, so stale ones keep quiet
   std::uint64_t hold_id = 0;     // bumped by every acquisition and release
   redlock_clock::time_point held_start{};   // when the last SET or extend was sent

@@ -121,17 +121,12 @@ asio::awaitable<void> yield() {
   co_await asio::post(co_await asio::this_coro::executor, asio::deferred);
 }
 
-// A holder on the plain executor: waits for the loss, or gives up after a
-// moment (the parallel group cancels the wait from the timer's thread).
+// A holder on the plain executor: waits for the loss (or the release).
 asio::awaitable<void> loss_watcher(dlock::lock_loss* loss, observations* seen, int rounds) {
-  auto executor = co_await asio::this_coro::executor;
   for (int round = 0; round < rounds; ++round) {
     seen->note_thread();
-    asio::steady_timer patience(executor, std::chrono::microseconds(round % 50));
-    auto [order, loss_ec, timer_ec] =
-        co_await asio::experimental::make_parallel_group(loss->wait(asio::deferred), patience.async_wait(asio::deferred))
-            .async_wait(asio::experimental::wait_for_one(), asio::deferred);
-    if (order[0] == 0 && loss_ec == dlock::error::lost) ++seen->losses;
+    auto [ec] = co_await loss->wait(tuple_token);
+    if (ec == dlock::error::lost) ++seen->losses;
     if (loss->lost()) ++seen->bodies;  // read while the strand may be firing
     co_await yield();
   }

@@ -54,7 +54,11 @@ struct lock_options {
 /// in class `lock`), like every dlock lock.
 ///
 /// Runs on the connection's executor and, like the connection, is not
-/// thread-safe (see connection). The connection must outlive the lock.
+/// thread-safe (see connection): use it from one coroutine at a time.
+/// Operations may be started from any executor (they move to the
+/// connection's), `held()` and `loss()` may be used from any thread;
+/// `validity()` and `extensions()`, which auto-extension changes, are read on
+/// `get_executor()`. The connection must outlive the lock.
 /// Not reentrant. Destroying a held lock releases it in the background.
 class lock {
  public:
