@@ -15,14 +15,16 @@
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/cancellation_type.hpp>
 
-#include <list>
-#include <vector>
+#include <memory>
 
 namespace dlock {
 
-/// Not thread-safe on its own: every call runs on the owning lock's executor
-/// (the ZooKeeper client's strand, or the Redis connection's executor),
-/// which is where the lock's own operations complete.
+/// Thread-safe: the holder may wait, bind, unbind and ask from any thread
+/// while the lock arms, fires and disarms it on its own executor (the
+/// ZooKeeper client's strand, or the Redis connection's executor), so an
+/// io_context run by several threads is fine. Completions are posted, never
+/// run inside a call, to the handler's associated executor (falling back to
+/// the lock's).
 class lock_loss {
  public:
   explicit lock_loss(asio::any_io_executor executor);
@@ -33,12 +35,12 @@ class lock_loss {
   // --- for holders ---
 
   /// True once the current hold is lost (until the next acquisition).
-  bool lost() const noexcept { return static_cast<bool>(reason_); }
+  bool lost() const noexcept;
   /// Why the hold was lost (`dlock::error::lost`, or a backend code such as
   /// session expired); empty while held or never held.
-  error_code reason() const noexcept { return reason_; }
+  error_code reason() const noexcept;
   /// True between acquisition and release or loss.
-  bool armed() const noexcept { return armed_; }
+  bool armed() const noexcept;
 
   /// Completes with the loss reason when the current hold is lost, at once
   /// if it already is. Completes with `asio::error::operation_aborted` when
@@ -56,13 +58,22 @@ class lock_loss {
 
   /// Emits `type` on `signal` when the current hold is lost: bind the slot of
   /// a critical section's operations to `signal` and they are cancelled on
-  /// loss. The binding ends at release or loss; `signal` must outlive it
-  /// (or call `unbind`). If the hold is already lost, emits at once.
+  /// loss. The binding ends at release, at loss, or at `unbind`; `signal`
+  /// must outlive it. If the hold is already lost, emits at once.
+  ///
+  /// A cancellation signal is not thread-safe: it is emitted on `executor`,
+  /// which must be where the operations using its slot run (and where
+  /// `unbind` and the signal's destruction happen). Without `executor`, the
+  /// lock's own: right for one thread; with several, pass your strand.
+  void bind(asio::cancellation_signal& signal, asio::any_io_executor executor,
+            asio::cancellation_type type = asio::cancellation_type::terminal);
   void bind(asio::cancellation_signal& signal,
             asio::cancellation_type type = asio::cancellation_type::terminal);
+  /// After it returns, nothing is emitted on `signal` (called on the
+  /// binding's executor).
   void unbind(asio::cancellation_signal& signal) noexcept;
 
-  // --- for lock implementations ---
+  // --- for lock implementations (on the lock's executor) ---
 
   /// A new hold begins: forgets the previous loss.
   void arm();
@@ -74,24 +85,13 @@ class lock_loss {
   void disarm();
 
  private:
-  struct waiter {
-    asio::any_completion_handler<void(error_code)> handler;
-    asio::cancellation_slot slot;
-  };
-  struct binding {
-    asio::cancellation_signal* signal;
-    asio::cancellation_type type;
-  };
+  struct state;
 
   void start_wait(asio::any_completion_handler<void(error_code)> handler);
-  void complete(std::list<waiter>::iterator it, error_code ec, bool from_slot = false);
-  void complete_all(error_code ec);
 
-  asio::any_io_executor executor_;
-  std::list<waiter> waiters_;  // a list: cancellation handlers hold iterators
-  std::vector<binding> bindings_;
-  error_code reason_;
-  bool armed_ = false;
+  // Shared with the cancellation handlers and emissions in flight, which
+  // may outlive this object (they then find nothing to do).
+  std::shared_ptr<state> state_;
 };
 
 }  // namespace dlock

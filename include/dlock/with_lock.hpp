@@ -30,6 +30,9 @@ namespace dlock {
 /// caller was. Exceptions from the body are rethrown after the release.
 ///
 /// `Lock` is any dlock lock: `acquire()`, `release()`, `loss()`.
+/// The io_context may run on several threads: the body runs on the caller's
+/// executor, the lock's operations move to the lock's, and the wait for a
+/// loss goes through `lock_loss`, which is thread-safe.
 /// With g++ 12, pass a named body (`auto body = [...]{...}; co_await
 /// with_lock(m, body);`) when its captures are not trivially destructible:
 /// a lambda temporary inside a `co_await` expression is destroyed twice.

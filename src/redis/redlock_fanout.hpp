@@ -14,6 +14,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/container/small_vector.hpp>
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <list>
@@ -43,7 +44,7 @@ class redlock_impl : public std::enable_shared_from_this<redlock_impl> {
   std::string token;
   lock_loss loss;
 
-  hold_state state = hold_state::idle;
+  std::atomic<hold_state> state{hold_state::idle};  // atomic: held() reads it from any thread
   bool releasing = false;  // a release() has not completed yet
   std::weak_ptr<void> acquire_op;  // the acquire in progress: ~redlock ends it
   std::uint64_t generation = 0;  // bumped by every attempt, so stale ones keep quiet

@@ -167,4 +167,85 @@ BOOST_FIXTURE_TEST_CASE(release_unbinds_signals, fixture) {
   io.poll();
 }
 
+BOOST_FIXTURE_TEST_CASE(a_binding_with_an_executor_is_emitted_there, fixture) {
+  asio::io_context other;
+  asio::cancellation_signal on_loss;
+  std::optional<asio::cancellation_type> emitted;
+  on_loss.slot().assign([&](asio::cancellation_type t) { emitted = t; });
+  loss.arm();
+  loss.bind(on_loss, other.get_executor(), asio::cancellation_type::partial);
+  loss.fire({});
+  io.restart();
+  io.poll();
+  BOOST_TEST(!emitted.has_value(), "emitted on the lock's executor, not the binding's");
+  other.poll();
+  BOOST_REQUIRE(emitted.has_value());
+  BOOST_TEST((*emitted == asio::cancellation_type::partial));
+}
+
+BOOST_FIXTURE_TEST_CASE(unbind_stops_an_emission_still_on_its_way, fixture) {
+  asio::io_context other;
+  asio::cancellation_signal on_loss;
+  bool emitted = false;
+  on_loss.slot().assign([&](asio::cancellation_type) { emitted = true; });
+  loss.arm();
+  loss.bind(on_loss, other.get_executor());
+  loss.fire({});
+  loss.unbind(on_loss);  // e.g. the section ended on its own meanwhile
+  other.poll();
+  BOOST_TEST(!emitted);
+}
+
+BOOST_FIXTURE_TEST_CASE(a_new_hold_drops_the_old_loss_still_on_its_way, fixture) {
+  asio::io_context other;
+  asio::cancellation_signal on_loss;
+  bool emitted = false;
+  on_loss.slot().assign([&](asio::cancellation_type) { emitted = true; });
+  loss.arm();
+  loss.bind(on_loss, other.get_executor());
+  loss.fire({});
+  loss.disarm();
+  loss.arm();
+  other.poll();
+  BOOST_TEST(!emitted, "a released (or re-acquired) hold's loss must not cancel anything");
+}
+
+BOOST_FIXTURE_TEST_CASE(cancelling_a_finished_wait_does_nothing, fixture) {
+  asio::cancellation_signal cancel;
+  int completions = 0;
+  loss.arm();
+  loss.wait(asio::bind_cancellation_slot(cancel.slot(), [&](error_code ec) {
+    ++completions;
+    result = ec;
+  }));
+  loss.fire(dlock::error::lost);
+  io.restart();
+  io.poll();
+  // The slot keeps its handler (clearing it from the lock's side would race
+  // with an emission on the caller's): a late cancel must find nothing.
+  cancel.emit(asio::cancellation_type::terminal);
+  io.restart();
+  io.poll();
+  BOOST_TEST(completions == 1);
+  BOOST_TEST((*result == dlock::error::lost));
+}
+
+BOOST_FIXTURE_TEST_CASE(cancelling_a_wait_after_the_lock_is_gone_does_nothing, fixture) {
+  asio::cancellation_signal cancel;
+  int completions = 0;
+  {
+    dlock::lock_loss local(io.get_executor());
+    local.arm();
+    local.wait(asio::bind_cancellation_slot(cancel.slot(), [&](error_code ec) {
+      ++completions;
+      result = ec;
+    }));
+  }
+  cancel.emit(asio::cancellation_type::terminal);
+  io.restart();
+  io.poll();
+  BOOST_TEST(completions == 1);
+  BOOST_TEST((*result == asio::error::operation_aborted));
+}
+
 BOOST_AUTO_TEST_SUITE_END()

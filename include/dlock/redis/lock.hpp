@@ -66,8 +66,12 @@ struct lock_options {
 /// in class `lock`), like every dlock lock.
 ///
 /// Runs on the connection's executor and, like the connection, is not
-/// thread-safe (see connection). The lock shares the connection's internals:
-/// if the connection is destroyed first, the lock's operations fail with
+/// thread-safe (see connection): use it from one coroutine at a time.
+/// Operations may be started from any executor (they move to the
+/// connection's), `held()` and `loss()` may be used from any thread;
+/// `validity()` and `extensions()`, which auto-extension changes, are read on
+/// `get_executor()`. The lock shares the connection's internals: if the
+/// connection is destroyed first, the lock's operations fail with
 /// dlock::error::closed. Not reentrant. Destroying the lock ends an acquire
 /// in progress (operation_aborted; it never takes the key afterwards) and
 /// releases a held lock in the background.

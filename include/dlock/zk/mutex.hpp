@@ -43,8 +43,10 @@ class shared_mutex;
 /// lock completes with `dlock::error::already_held`.
 ///
 /// Operations complete on the handler's associated executor; the object's
-/// state lives on the client's strand. Use one object from one thread (or
-/// strand) at a time; the client must outlive it. Destroying a holding
+/// state lives on the client's strand. Use one object from one coroutine (or
+/// thread) at a time; the io_context may run on several threads: operations
+/// may be started from any executor, and `held()`, `fencing_token()` and
+/// `loss()` may be used from any thread. The client must outlive the object. Destroying a holding
 /// object releases in the background.
 class mutex {
  public:
@@ -128,6 +130,8 @@ class mutex {
   lock_loss& loss() noexcept { return detail::core_loss(*core_); }
 
   /// The lock's path, and our node's full path while held or acquiring (else empty).
+  /// `node_path()` does not change from acquire's completion to release; while
+  /// an acquire runs, read it on `get_executor()`.
   const std::string& path() const noexcept { return detail::core_path(*core_); }
   std::string node_path() const { return detail::core_node_path(*core_); }
 

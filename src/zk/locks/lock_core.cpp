@@ -272,7 +272,7 @@ void start_node_removal(const lock_core_ptr& core, owned_node node, error_code r
 }
 
 owned_node lock_core::take_own_node() {
-  owned_node node{std::move(own_path), czxid, session};
+  owned_node node{std::move(own_path), czxid.load(), session};
   own_path.clear();
   czxid = 0;
   return node;
@@ -408,7 +408,7 @@ void start_participants(const lock_core_ptr& core,
 asio::any_io_executor core_executor(const lock_core& core) noexcept { return core.strand; }
 bool core_held(const lock_core& core) noexcept { return core.state == lock_core::hold::held; }
 std::int64_t core_fencing_token(const lock_core& core) noexcept {
-  return core.state == lock_core::hold::held ? core.czxid : 0;
+  return core.state == lock_core::hold::held ? core.czxid.load() : 0;
 }
 std::string core_node_path(const lock_core& core) { return core.own_path; }
 const std::string& core_path(const lock_core& core) noexcept { return core.path; }

@@ -16,6 +16,7 @@
 
 #include <boost/asio/steady_timer.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -81,9 +82,10 @@ class lock_core : public std::enable_shared_from_this<lock_core> {
   error_code path_error;  // set once at construction: a bad path fails every acquire
   lock_loss loss;
 
-  hold state = hold::idle;
+  // Atomic: held() and fencing_token() read them from the holder's thread.
+  std::atomic<hold> state{hold::idle};
   std::string own_path;      // our node while held (or lost, until released)
-  std::int64_t czxid = 0;    // fencing token of the current hold
+  std::atomic<std::int64_t> czxid{0};  // fencing token of the current hold
   std::int64_t session = 0;  // the session that created our node
   std::weak_ptr<acquire_op_base> current;
   bool monitoring = false;
