@@ -13,6 +13,8 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include <memory>
+
 namespace asio = boost::asio;
 namespace redis = dlock::redis;
 using dlock::error_code;
@@ -75,6 +77,7 @@ asio::awaitable<void> paused_server_times_commands_out(asio::any_io_executor ex)
     }
     BOOST_TEST_MESSAGE(timed_out << " commands timed out during the pause; " << c.stats().connects << " connects");
     BOOST_CHECK_GE(c.stats().connects, 2u);  // reconnected (to the stopped server: the kernel accepts)
+    BOOST_CHECK_EQUAL(c.stats().pending, 0u);  // no timed-out command kept in flight
   }
   // Resumed: a fresh connection answers.
   auto [up_ec] = co_await c.wait_for(redis::connection_state::connected, tuple_token);
@@ -88,6 +91,36 @@ asio::awaitable<void> paused_server_times_commands_out(asio::any_io_executor ex)
   BOOST_CHECK_MESSAGE(!ec3, ec3.message());
   BOOST_CHECK_EQUAL(r3.string(), "after the pause");
   co_await attempt(c, "DEL", key);
+}
+
+// The same when every command is abandoned before its timeout, as Redlock
+// abandons a master's command after its own master_timeout: the oldest
+// unanswered command still counts as a witness of the silence.
+asio::awaitable<void> paused_server_with_abandoned_commands_resets(asio::any_io_executor ex) {
+  auto o = victim_options();
+  o.command_timeout = 300ms;
+  o.reconnect_min = 20ms;
+  o.reconnect_max = 100ms;
+  redis::connection c(ex, o);
+  co_await c.connect();
+  auto key = dlock::test::unique_name("abandoned");
+  {
+    server_guard guard{"resume"};
+    dlock::test::server_action("pause", victim_name());
+    for (int i = 0; i < 4; ++i) {
+      asio::cancellation_signal signal;
+      auto done = std::make_shared<error_code>();
+      c.exec(redis::command("GET", key),
+             asio::bind_cancellation_slot(signal.slot(), [done](error_code ec, redis::reply) { *done = ec; }));
+      co_await sleep_for(50ms);
+      signal.emit(asio::cancellation_type::terminal);
+      co_await sleep_for(1ms);
+      BOOST_CHECK(*done == asio::error::operation_aborted);
+    }
+    for (int i = 0; i < 50 && c.stats().connects < 2; ++i) co_await sleep_for(100ms);  // a bound, not a timing check
+    BOOST_CHECK_GE(c.stats().connects, 2u);
+    BOOST_CHECK_EQUAL(c.stats().pending, 0u);
+  }
 }
 
 asio::awaitable<void> killed_server_fails_commands_then_reconnects(asio::any_io_executor ex) {
@@ -171,7 +204,11 @@ asio::awaitable<void> paused_server_makes_holder_lose_lock(asio::any_io_executor
   BOOST_TEST_MESSAGE("loss reason: " << l.loss().reason().message() << "; validity before pause "
                                      << validity_before_pause.count() << " ms");
   BOOST_CHECK(l.validity() == 0ms);
+  // The timed-out extension reset the silent connection: wait for the new one.
+  auto [up_ec] = co_await c.wait_for(redis::connection_state::connected, tuple_token);
+  BOOST_CHECK(!up_ec);
   auto [release_ec] = co_await l.release(tuple_token);
+  BOOST_TEST_MESSAGE("release after the loss: " << release_ec.message());
   BOOST_CHECK(!release_ec || release_ec == dlock::error::not_owned);
 }
 
@@ -180,6 +217,9 @@ asio::awaitable<void> paused_server_makes_holder_lose_lock(asio::any_io_executor
 BOOST_AUTO_TEST_SUITE(redis_fault)
 
 BOOST_AUTO_TEST_CASE(sigstop_times_pending_commands_out) { run(&paused_server_times_commands_out); }
+BOOST_AUTO_TEST_CASE(sigstop_resets_a_connection_whose_commands_were_abandoned) {
+  run(&paused_server_with_abandoned_commands_resets);
+}
 BOOST_AUTO_TEST_CASE(sigkill_fails_pending_commands_and_restart_reconnects) {
   run(&killed_server_fails_commands_then_reconnects);
 }

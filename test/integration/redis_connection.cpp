@@ -229,7 +229,7 @@ asio::awaitable<void> script_fallback(asio::any_io_executor ex) {
   auto exists = co_await must(c, "SCRIPT", "EXISTS", s.sha1());
   BOOST_CHECK_EQUAL(exists.elements().at(0).integer(), 0);
   auto first_op = c.eval(s, {"k1"}, {"a1"}, tuple_token);
-  auto [ec, r] = co_await std::move(first_op);  // NOSCRIPT -> EVAL
+  auto [ec, r] = co_await std::move(first_op);  // its first use on this connection: EVAL
   BOOST_REQUIRE_MESSAGE(!ec, ec.message());
   BOOST_REQUIRE(r.is_array());
   BOOST_CHECK_EQUAL(r.elements().at(0).string(), "k1");
@@ -302,24 +302,61 @@ asio::awaitable<void> cancelled_command_keeps_stream_in_sync(asio::any_io_execut
   co_await must(c, "DEL", key + "-x");
 }
 
+// Issued without awaiting: the handler records the outcome.
+struct outcome {
+  bool done = false;
+  error_code ec;
+  redis::reply value;
+};
+using outcome_ptr = std::shared_ptr<outcome>;
+
+outcome_ptr issue(redis::connection& c, redis::command cmd) {
+  auto o = std::make_shared<outcome>();
+  c.exec(std::move(cmd), [o](error_code ec, redis::reply r) {
+    o->done = true;
+    o->ec = ec;
+    o->value = std::move(r);
+  });
+  return o;
+}
+
 asio::awaitable<void> command_timeout(asio::any_io_executor ex) {
   auto o = master_options();
-  o.command_timeout = std::chrono::milliseconds(100);
+  o.command_timeout = std::chrono::milliseconds(200);
   redis::connection c(ex, o);
   co_await c.connect();
   auto key = dlock::test::unique_name("timeout");
-  auto [ec, r] = co_await attempt(c, "BLPOP", key, "0.5");
-  BOOST_CHECK(ec == redis::error::timed_out);
-  // The late nil is dropped; the next reply is the right one.
-  auto [ec2, r2] = co_await attempt(c, "BLPOP", key, "0.5");
-  BOOST_CHECK(ec2 == redis::error::timed_out);
-  o.command_timeout = std::chrono::milliseconds(2000);
-  redis::connection pusher(ex, master_options());
-  co_await pusher.connect();
-  asio::steady_timer t(ex, std::chrono::milliseconds(1200));
+  // A slow server, not a silent one: a 100 ms script is answered in time;
+  // a 500 ms one, sent in a later write, times out while that answer comes
+  // in. Its late reply is dropped; the next reply is the right one, on the
+  // same connection. (Redis sends replies only after it has run everything
+  // one read brought, hence the two writes.)
+  const char* busy = "local t = redis.call('TIME') local start = t[1] * 1000000 + t[2] "
+                     "repeat local n = redis.call('TIME') until n[1] * 1000000 + n[2] - start >= ARGV[1] * 1000 "
+                     "return 1";
+  auto quick = issue(c, redis::command("EVAL", busy, "0", "100"));
+  asio::steady_timer t(ex, std::chrono::milliseconds(20));
   co_await t.async_wait(tuple_token);
+  auto slow = issue(c, redis::command("EVAL", busy, "0", "500"));
+  t.expires_after(std::chrono::milliseconds(900));  // both scripts have run
+  co_await t.async_wait(tuple_token);
+  BOOST_CHECK(quick->done && !quick->ec);
+  BOOST_CHECK(slow->ec == redis::error::timed_out);
   auto echo = co_await must(c, "ECHO", "in sync");
   BOOST_CHECK_EQUAL(echo.string(), "in sync");
+  BOOST_CHECK_EQUAL(c.stats().connects, 1u);
+
+  // A silent server (here one blocked on our own BLPOP): nothing read since
+  // the command was issued, so the connection resets and reconnects.
+  auto [ec, r] = co_await attempt(c, "BLPOP", key, "0.5");
+  BOOST_CHECK(ec == redis::error::timed_out);
+  t.expires_after(std::chrono::milliseconds(20));
+  co_await t.async_wait(tuple_token);
+  auto [up_ec] = co_await c.wait_for(redis::connection_state::connected, tuple_token);
+  BOOST_CHECK(!up_ec);
+  echo = co_await must(c, "ECHO", "fresh connection");
+  BOOST_CHECK_EQUAL(echo.string(), "fresh connection");
+  BOOST_CHECK_EQUAL(c.stats().connects, 2u);
 }
 
 asio::awaitable<void> refusals(asio::any_io_executor ex) {
@@ -344,24 +381,6 @@ asio::awaitable<void> refusals(asio::any_io_executor ex) {
 
 
 // ---- one reply per command, always (safety review F2, F4, F12c) ----
-
-// Issued without awaiting: the handler records the outcome.
-struct outcome {
-  bool done = false;
-  error_code ec;
-  redis::reply value;
-};
-using outcome_ptr = std::shared_ptr<outcome>;
-
-outcome_ptr issue(redis::connection& c, redis::command cmd) {
-  auto o = std::make_shared<outcome>();
-  c.exec(std::move(cmd), [o](error_code ec, redis::reply r) {
-    o->done = true;
-    o->ec = ec;
-    o->value = std::move(r);
-  });
-  return o;
-}
 
 asio::awaitable<void> settle(asio::any_io_executor ex, std::chrono::milliseconds d) {
   asio::steady_timer t(ex, d);
@@ -483,9 +502,36 @@ asio::awaitable<void> script_never_runs_after_commands_issued_later(asio::any_io
       auto value = co_await must(side, "GET", key);
       BOOST_CHECK_MESSAGE(value.is_bulk() && value.string() == "T",
                           "the SET issued after the script was undone by it");
+      if (warm) {
+        // Its EVALSHA met the flushed cache with the SET already sent behind it: not run, and said so.
+        BOOST_CHECK_MESSAGE(script_done->ec == redis::error::script_not_run, script_done->ec.message());
+      } else {
+        // Its first use on this connection went as EVAL: it ran, before the SET.
+        BOOST_CHECK_MESSAGE(!script_done->ec, script_done->ec.message());
+        BOOST_CHECK(script_done->value.is_integer() && script_done->value.integer() == 0);
+      }
+      // Issued again, alone: EVAL (the connection forgot what it had loaded).
+      auto again = c.eval(compare_and_delete, {key}, {"T"}, tuple_token);
+      auto [again_ec, again_r] = co_await std::move(again);
+      BOOST_CHECK_MESSAGE(!again_ec, again_ec.message());
+      BOOST_CHECK(again_r.is_integer() && again_r.integer() == 1);
       co_await must(side, "DEL", key);
     }
   }
+  // An EVALSHA with nothing written after it meets a flushed cache: sent
+  // again as EVAL in place, no error.
+  redis::connection c(ex, master_options());
+  co_await c.connect();
+  auto warming = c.eval(compare_and_delete, {"k"}, {"nobody"}, tuple_token);
+  auto [warm_ec, warm_r] = co_await std::move(warming);
+  BOOST_REQUIRE(!warm_ec);
+  co_await must(side, "SCRIPT", "FLUSH");
+  auto alone = c.eval(compare_and_delete, {"k"}, {"nobody"}, tuple_token);
+  auto [alone_ec, alone_r] = co_await std::move(alone);
+  BOOST_CHECK_MESSAGE(!alone_ec, alone_ec.message());
+  BOOST_CHECK(alone_r.is_integer() && alone_r.integer() == 0);
+  auto loaded = co_await must(c, "SCRIPT", "EXISTS", compare_and_delete.sha1());
+  BOOST_CHECK_EQUAL(loaded.elements().at(0).integer(), 1);
 }
 
 // A TCP relay in front of the real server, on the test's own executor, that
