@@ -3,6 +3,7 @@
 #include "detail/completion.hpp"
 
 #include <dlock/error.hpp>
+#include <dlock/redis/detail/command_check.hpp>
 #include <dlock/redis/detail/token.hpp>
 #include <dlock/log.hpp>
 
@@ -33,10 +34,12 @@ bool cancels(asio::cancellation_type t) {
          asio::cancellation_type::none;
 }
 
-// EVAL form of an EVALSHA request: same array length and tail.
-std::string eval_form(const request& r) {
+// The EVAL form of an EVALSHA request (same array length and tail), in
+// r.eval_wire (its buffer reused).
+void build_eval_form(request& r) {
   auto header_end = r.wire.find("\r\n") + 2;
-  std::string out;
+  std::string& out = r.eval_wire;
+  out.clear();
   out.reserve(r.wire.size() + r.script->source.size() + 16);
   out.append(r.wire, 0, header_end);
   out += "$4\r\nEVAL\r\n$";
@@ -45,7 +48,6 @@ std::string eval_form(const request& r) {
   out += r.script->source;
   out += "\r\n";
   out.append(r.wire, r.tail_offset, std::string::npos);
-  return out;
 }
 
 std::unique_ptr<asio::ssl::context> make_tls_context(const tls_options& o, error_code& ec) {
@@ -85,8 +87,8 @@ void connection_impl::enqueue(request_ptr r) {
   if (!r->live()) return;  // cancelled before it reached the executor
   error_code refuse;
   if (closed_) refuse = dlock::error::closed;
-  else if (r->internal ? !session_open_ : state_ != connection_state::connected)
-    refuse = error::not_connected;
+  else if (!session_open_ || (!r->internal && state_ != connection_state::connected))
+    refuse = error::not_connected;  // (the state lags a reset until the run loop sees it)
   if (refuse) return finish(*r, refuse, reply(), completion::post);
 
   if (opts_.command_timeout.count() > 0) {
@@ -139,7 +141,10 @@ void connection_impl::start_write() {
   if (n == 0) return;
   out_.clear();
   out_written_ = 0;
-  for (auto& r : batch_) out_ += r->use_eval ? r->eval_wire : r->wire;
+  for (auto& r : batch_) {
+    if (r->script) choose_script_form(*r);
+    out_ += r->use_eval ? r->eval_wire : r->wire;
+  }
   batch_.clear();
   stats_.commands += n;
   writing_ = true;
@@ -228,18 +233,52 @@ void connection_impl::on_reply(reply r) {
   if (!req->live()) return recycle(std::move(req));  // abandoned: dropped, the stream stays in sync
   error_code ec;
   if (r.is_error()) {
-    auto kind = classify_error(r.string());
-    if (kind == error::no_script && req->script && !req->use_eval) {
-      req->eval_wire = eval_form(*req);
-      req->use_eval = true;
-      queue_.push(std::move(req));
-      schedule_write();
-      return;
+    ec = classify_error(r.string());
+    if (ec == error::no_script && req->script && !req->use_eval) {
+      if (retry_as_eval(req)) return;
+      ec = error::script_not_run;
     }
-    ec = kind;
   }
   finish(*req, ec, std::move(r), completion::dispatch);
   recycle(std::move(req));
+}
+
+// ---- scripts: EVAL first, then EVALSHA, never out of order ----
+// A script's first use on a session goes as EVAL, which loads it; as the
+// server runs commands in order, every later use can go as EVALSHA, even in
+// the same write. Decided when the request is written, so a first use
+// abandoned before being sent does not count.
+
+bool connection_impl::script_loaded(const script::data& s) const noexcept {
+  for (const auto& known : loaded_scripts_)
+    if (known.get() == &s || known->sha1 == s.sha1) return true;
+  return false;
+}
+
+void connection_impl::choose_script_form(request& r) {
+  if (!r.use_eval && script_loaded(*r.script)) return;  // the usual case: EVALSHA
+  if (!r.use_eval) {
+    build_eval_form(r);
+    r.use_eval = true;
+  }
+  constexpr std::size_t max_loaded = 64;  // many one-off scripts: start over rather than grow
+  if (loaded_scripts_.size() >= max_loaded) loaded_scripts_.clear();
+  if (!script_loaded(*r.script)) loaded_scripts_.push_back(r.script);
+}
+
+// An EVALSHA answered NOSCRIPT: the server's cache was flushed since the
+// script was loaded. Sending it again as EVAL keeps the issue order only if
+// nothing was written after it; then it goes first among the waiting
+// requests. Otherwise the caller gets script_not_run (false). Either way
+// every script goes as EVAL again.
+bool connection_impl::retry_as_eval(request_ptr& r) {
+  loaded_scripts_.clear();
+  if (queue_.in_flight_size() != 0) return false;
+  build_eval_form(*r);
+  r->use_eval = true;
+  queue_.push_first(std::move(r));
+  schedule_write();
+  return true;
 }
 
 // Requests made by dlock's own locks (see make_request) come back here once
@@ -310,6 +349,12 @@ void connection_impl::arm_deadline_timer() {
   });
 }
 
+// The oldest unanswered command (timed out, abandoned, e.g. by Redlock's
+// own master timeout, or not) waited a full timeout with nothing at all read
+// since it was issued: the server is silent (stopped, or a black hole that
+// sends no RST), so the connection resets rather than keep every timed-out
+// command in flight until TCP gives up. A slow server that still answers
+// earlier commands is not silent.
 void connection_impl::check_deadlines() {
   auto now = clock::now();
   queue_.visit([&](const request_ptr& r) {
@@ -318,6 +363,13 @@ void connection_impl::check_deadlines() {
     finish(*r, error::timed_out, reply(), completion::post);
     return true;
   });
+  const request_ptr* oldest = queue_.oldest_in_flight();
+  bool server_silent = session_open_ && oldest && (*oldest)->deadline <= now &&
+                       read_at_ <= (*oldest)->deadline - opts_.command_timeout;
+  if (!server_silent) return;
+  dlock::detail::log(dlock::log_level::warning,
+                     "dlock.redis: nothing heard from the server within command_timeout, resetting the connection");
+  lose(error::timed_out);
 }
 
 // ---- the session: connect, handshake, lose, reconnect ----
@@ -484,9 +536,17 @@ asio::awaitable<error_code> connection_impl::internal_exec(command cmd) {
   co_return ec;
 }
 
+// Every command still pending fails with connection_lost whatever `why` is
+// (it may or may not have run), or with closed after close().
 void connection_impl::lose(error_code why) {
   if (!session_open_ && queue_.empty()) return;
+  if (why == error::protocol_error)
+    dlock::detail::log(dlock::log_level::warning,
+                       "dlock.redis: the server sent bytes that answer no command, resetting the connection");
+  error_code pending_error = why == dlock::error::closed ? error_code(dlock::error::closed)
+                                                          : error_code(error::connection_lost);
   session_open_ = false;
+  loaded_scripts_.clear();  // the next session may reach a restarted server
   ++session_;
   writing_ = false;
   write_wanted_ = false;
@@ -495,7 +555,7 @@ void connection_impl::lose(error_code why) {
   tls_.reset();  // a new session gets a new TLS stream
   parser_.reset();
   queue_.drain([&](request_ptr& r) {
-    if (r->live()) finish(*r, why, reply(), completion::post);
+    if (r->live()) finish(*r, pending_error, reply(), completion::post);
   });
   session_end_.cancel();
 }
@@ -665,6 +725,9 @@ void connection::start_wait(connection_state target, handler_type0 handler) {
 
 void connection::start_exec(std::string wire, std::shared_ptr<const script::data> fallback,
                             std::size_t tail_offset, handler_type handler, bool in_place) {
+  if (!fallback && detail::refused_command(wire))  // would shift every later reply: see exec()
+    return dlock::detail::post_completion(impl_->executor(), std::move(handler),
+                                          error_code(dlock::error::invalid_argument), reply());
   auto r = std::make_shared<detail::request>();
   detail::set_command(*r, {std::move(wire), std::move(fallback), tail_offset});
   r->in_place = in_place;

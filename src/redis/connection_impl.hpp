@@ -44,7 +44,7 @@ class reply_sink {
 
 struct request {
   std::string wire;       // RESP bytes (EVALSHA form for scripts)
-  std::string eval_wire;  // EVAL form, built after a NOSCRIPT
+  std::string eval_wire;  // EVAL form, built when the script is not known loaded
   std::shared_ptr<const redis::script::data> script;
   std::size_t tail_offset = 0;  // where numkeys starts in `wire`
   // Empty once completed: the reply is then dropped. An optional because
@@ -56,7 +56,7 @@ struct request {
   asio::cancellation_slot slot;
   clock::time_point deadline = clock::time_point::max();
   bool internal = false;  // handshake command, allowed while connecting
-  bool use_eval = false;
+  bool use_eval = false;  // sent (or to be sent) as EVAL
   // Invoked in place when its reply is read, not dispatched: a handler
   // whose executor is the connection's (see dlock::detail::runs_on), or a
   // continuation of dlock's own locks, which completes onward itself.
@@ -125,7 +125,11 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   asio::any_io_executor executor() const { return executor_; }
   const options& opts() const { return opts_; }
   connection_state state() const { return state_; }
-  connection_stats stats() const { return stats_; }
+  connection_stats stats() const {
+    auto out = stats_;
+    out.pending = queue_.size();
+    return out;
+  }
 
   // Called on the connection's executor.
   void enqueue(request_ptr r);
@@ -164,6 +168,9 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   void finish(request& r, error_code ec, reply value, completion how, bool from_slot = false);
   void deliver_to_sink(request& r, error_code ec, reply value, completion how);
   void recycle(request_ptr r);
+  void choose_script_form(request& r);
+  bool script_loaded(const script::data& s) const noexcept;
+  bool retry_as_eval(request_ptr& r);
   void lose(error_code why);
   void arm_deadline_timer();
   void check_deadlines();
@@ -189,6 +196,11 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   request_queue<request_ptr> queue_;
   std::vector<request_ptr> batch_;
   std::vector<request_ptr> spare_;  // answered requests, kept for reuse
+  // Scripts sent as EVAL on this session, so loaded in the server's cache
+  // unless it was flushed since: their next uses go as EVALSHA. Forgotten
+  // on a reset (the next session may reach a restarted server) and on a
+  // NOSCRIPT. A few entries (dlock's locks use two or three scripts).
+  std::vector<std::shared_ptr<const script::data>> loaded_scripts_;
   std::string out_;  // the bytes of the write in flight
   std::size_t out_written_ = 0;
   std::array<char, 16384> in_{};

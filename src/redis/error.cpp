@@ -19,6 +19,9 @@ class category final : public boost::system::error_category {
       case error::connection_lost: return "the connection to the server was lost";
       case error::timed_out: return "no answer from the server in time";
       case error::protocol_error: return "the server's reply is not valid RESP";
+      case error::script_not_run:
+        return "the script was not run: the server's script cache was flushed and later commands were already "
+               "sent (issue it again)";
     }
     return "unknown dlock.redis error " + std::to_string(value);
   }

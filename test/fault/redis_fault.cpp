@@ -13,6 +13,8 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include <memory>
+
 namespace asio = boost::asio;
 namespace redis = dlock::redis;
 using dlock::error_code;
@@ -44,9 +46,20 @@ asio::awaitable<void> sleep_for(std::chrono::milliseconds d) {
   co_await t.async_wait(tuple_token);
 }
 
+bool failed_for_silence(error_code ec) {
+  return ec == redis::error::timed_out || ec == redis::error::not_connected || ec == redis::error::connection_lost;
+}
+
+// A stopped server (SIGSTOP: no RST, the kernel still ACKs, like a
+// black-holed master) is declared dead by the first command that times out
+// with nothing heard since it was sent: the connection resets and
+// reconnects, instead of keeping every timed-out command in flight until TCP
+// gives up (safety review F12e).
 asio::awaitable<void> paused_server_times_commands_out(asio::any_io_executor ex) {
   auto o = victim_options();
   o.command_timeout = 300ms;
+  o.reconnect_min = 20ms;
+  o.reconnect_max = 100ms;
   redis::connection c(ex, o);
   co_await c.connect();
   auto key = dlock::test::unique_name("paused");
@@ -55,17 +68,59 @@ asio::awaitable<void> paused_server_times_commands_out(asio::any_io_executor ex)
     dlock::test::server_action("pause", victim_name());
     auto [ec1, r1] = co_await attempt(c, "SET", key, "1");
     BOOST_CHECK(ec1 == redis::error::timed_out);
-    auto [ec2, r2] = co_await attempt(c, "GET", key);
-    BOOST_CHECK(ec2 == redis::error::timed_out);
+    int timed_out = 1;
+    for (int i = 0; i < 6; ++i) {
+      auto [ec, r] = co_await attempt(c, "GET", key);
+      BOOST_CHECK_MESSAGE(failed_for_silence(ec), ec.message());
+      timed_out += ec == redis::error::timed_out;
+      co_await sleep_for(50ms);
+    }
+    BOOST_TEST_MESSAGE(timed_out << " commands timed out during the pause; " << c.stats().connects << " connects");
+    BOOST_CHECK_GE(c.stats().connects, 2u);  // reconnected (to the stopped server: the kernel accepts)
+    BOOST_CHECK_EQUAL(c.stats().pending, 0u);  // no timed-out command kept in flight
   }
-  // Resumed: the late replies are read and dropped; the stream is in sync.
+  // Resumed: a fresh connection answers.
+  auto [up_ec] = co_await c.wait_for(redis::connection_state::connected, tuple_token);
+  BOOST_CHECK(!up_ec);
   auto [ec3, r3] = co_await attempt(c, "ECHO", "after the pause");
-  BOOST_CHECK(!ec3);
+  if (ec3 == redis::error::timed_out || ec3 == redis::error::not_connected) {  // the last reconnect was to the
+    auto [again_ec] = co_await c.wait_for(redis::connection_state::connected, tuple_token);  // stopped server
+    BOOST_CHECK(!again_ec);
+    std::tie(ec3, r3) = co_await attempt(c, "ECHO", "after the pause");
+  }
+  BOOST_CHECK_MESSAGE(!ec3, ec3.message());
   BOOST_CHECK_EQUAL(r3.string(), "after the pause");
-  auto [ec4, r4] = co_await attempt(c, "GET", key);
-  BOOST_CHECK_EQUAL(r4.string(), "1");
-  BOOST_CHECK_EQUAL(c.stats().connects, 1u);  // same connection throughout
   co_await attempt(c, "DEL", key);
+}
+
+// The same when every command is abandoned before its timeout, as Redlock
+// abandons a master's command after its own master_timeout: the oldest
+// unanswered command still counts as a witness of the silence.
+asio::awaitable<void> paused_server_with_abandoned_commands_resets(asio::any_io_executor ex) {
+  auto o = victim_options();
+  o.command_timeout = 300ms;
+  o.reconnect_min = 20ms;
+  o.reconnect_max = 100ms;
+  redis::connection c(ex, o);
+  co_await c.connect();
+  auto key = dlock::test::unique_name("abandoned");
+  {
+    server_guard guard{"resume"};
+    dlock::test::server_action("pause", victim_name());
+    for (int i = 0; i < 4; ++i) {
+      asio::cancellation_signal signal;
+      auto done = std::make_shared<error_code>();
+      c.exec(redis::command("GET", key),
+             asio::bind_cancellation_slot(signal.slot(), [done](error_code ec, redis::reply) { *done = ec; }));
+      co_await sleep_for(50ms);
+      signal.emit(asio::cancellation_type::terminal);
+      co_await sleep_for(1ms);
+      BOOST_CHECK(*done == asio::error::operation_aborted);
+    }
+    for (int i = 0; i < 50 && c.stats().connects < 2; ++i) co_await sleep_for(100ms);  // a bound, not a timing check
+    BOOST_CHECK_GE(c.stats().connects, 2u);
+    BOOST_CHECK_EQUAL(c.stats().pending, 0u);
+  }
 }
 
 asio::awaitable<void> killed_server_fails_commands_then_reconnects(asio::any_io_executor ex) {
@@ -149,7 +204,11 @@ asio::awaitable<void> paused_server_makes_holder_lose_lock(asio::any_io_executor
   BOOST_TEST_MESSAGE("loss reason: " << l.loss().reason().message() << "; validity before pause "
                                      << validity_before_pause.count() << " ms");
   BOOST_CHECK(l.validity() == 0ms);
+  // The timed-out extension reset the silent connection: wait for the new one.
+  auto [up_ec] = co_await c.wait_for(redis::connection_state::connected, tuple_token);
+  BOOST_CHECK(!up_ec);
   auto [release_ec] = co_await l.release(tuple_token);
+  BOOST_TEST_MESSAGE("release after the loss: " << release_ec.message());
   BOOST_CHECK(!release_ec || release_ec == dlock::error::not_owned);
 }
 
@@ -158,6 +217,9 @@ asio::awaitable<void> paused_server_makes_holder_lose_lock(asio::any_io_executor
 BOOST_AUTO_TEST_SUITE(redis_fault)
 
 BOOST_AUTO_TEST_CASE(sigstop_times_pending_commands_out) { run(&paused_server_times_commands_out); }
+BOOST_AUTO_TEST_CASE(sigstop_resets_a_connection_whose_commands_were_abandoned) {
+  run(&paused_server_with_abandoned_commands_resets);
+}
 BOOST_AUTO_TEST_CASE(sigkill_fails_pending_commands_and_restart_reconnects) {
   run(&killed_server_fails_commands_then_reconnects);
 }

@@ -4,6 +4,7 @@
 
 #include <dlock/error.hpp>
 #include <dlock/redis/connection.hpp>
+#include <dlock/redis/lock.hpp>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
@@ -11,9 +12,12 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/deferred.hpp>
 #include <boost/asio/detached.hpp>
+#include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
 
+#include <array>
 #include <memory>
 #include <string>
 #include <vector>
@@ -225,7 +229,7 @@ asio::awaitable<void> script_fallback(asio::any_io_executor ex) {
   auto exists = co_await must(c, "SCRIPT", "EXISTS", s.sha1());
   BOOST_CHECK_EQUAL(exists.elements().at(0).integer(), 0);
   auto first_op = c.eval(s, {"k1"}, {"a1"}, tuple_token);
-  auto [ec, r] = co_await std::move(first_op);  // NOSCRIPT -> EVAL
+  auto [ec, r] = co_await std::move(first_op);  // its first use on this connection: EVAL
   BOOST_REQUIRE_MESSAGE(!ec, ec.message());
   BOOST_REQUIRE(r.is_array());
   BOOST_CHECK_EQUAL(r.elements().at(0).string(), "k1");
@@ -298,24 +302,61 @@ asio::awaitable<void> cancelled_command_keeps_stream_in_sync(asio::any_io_execut
   co_await must(c, "DEL", key + "-x");
 }
 
+// Issued without awaiting: the handler records the outcome.
+struct outcome {
+  bool done = false;
+  error_code ec;
+  redis::reply value;
+};
+using outcome_ptr = std::shared_ptr<outcome>;
+
+outcome_ptr issue(redis::connection& c, redis::command cmd) {
+  auto o = std::make_shared<outcome>();
+  c.exec(std::move(cmd), [o](error_code ec, redis::reply r) {
+    o->done = true;
+    o->ec = ec;
+    o->value = std::move(r);
+  });
+  return o;
+}
+
 asio::awaitable<void> command_timeout(asio::any_io_executor ex) {
   auto o = master_options();
-  o.command_timeout = std::chrono::milliseconds(100);
+  o.command_timeout = std::chrono::milliseconds(200);
   redis::connection c(ex, o);
   co_await c.connect();
   auto key = dlock::test::unique_name("timeout");
-  auto [ec, r] = co_await attempt(c, "BLPOP", key, "0.5");
-  BOOST_CHECK(ec == redis::error::timed_out);
-  // The late nil is dropped; the next reply is the right one.
-  auto [ec2, r2] = co_await attempt(c, "BLPOP", key, "0.5");
-  BOOST_CHECK(ec2 == redis::error::timed_out);
-  o.command_timeout = std::chrono::milliseconds(2000);
-  redis::connection pusher(ex, master_options());
-  co_await pusher.connect();
-  asio::steady_timer t(ex, std::chrono::milliseconds(1200));
+  // A slow server, not a silent one: a 100 ms script is answered in time;
+  // a 500 ms one, sent in a later write, times out while that answer comes
+  // in. Its late reply is dropped; the next reply is the right one, on the
+  // same connection. (Redis sends replies only after it has run everything
+  // one read brought, hence the two writes.)
+  const char* busy = "local t = redis.call('TIME') local start = t[1] * 1000000 + t[2] "
+                     "repeat local n = redis.call('TIME') until n[1] * 1000000 + n[2] - start >= ARGV[1] * 1000 "
+                     "return 1";
+  auto quick = issue(c, redis::command("EVAL", busy, "0", "100"));
+  asio::steady_timer t(ex, std::chrono::milliseconds(20));
   co_await t.async_wait(tuple_token);
+  auto slow = issue(c, redis::command("EVAL", busy, "0", "500"));
+  t.expires_after(std::chrono::milliseconds(900));  // both scripts have run
+  co_await t.async_wait(tuple_token);
+  BOOST_CHECK(quick->done && !quick->ec);
+  BOOST_CHECK(slow->ec == redis::error::timed_out);
   auto echo = co_await must(c, "ECHO", "in sync");
   BOOST_CHECK_EQUAL(echo.string(), "in sync");
+  BOOST_CHECK_EQUAL(c.stats().connects, 1u);
+
+  // A silent server (here one blocked on our own BLPOP): nothing read since
+  // the command was issued, so the connection resets and reconnects.
+  auto [ec, r] = co_await attempt(c, "BLPOP", key, "0.5");
+  BOOST_CHECK(ec == redis::error::timed_out);
+  t.expires_after(std::chrono::milliseconds(20));
+  co_await t.async_wait(tuple_token);
+  auto [up_ec] = co_await c.wait_for(redis::connection_state::connected, tuple_token);
+  BOOST_CHECK(!up_ec);
+  echo = co_await must(c, "ECHO", "fresh connection");
+  BOOST_CHECK_EQUAL(echo.string(), "fresh connection");
+  BOOST_CHECK_EQUAL(c.stats().connects, 2u);
 }
 
 asio::awaitable<void> refusals(asio::any_io_executor ex) {
@@ -338,6 +379,260 @@ asio::awaitable<void> refusals(asio::any_io_executor ex) {
   BOOST_CHECK(!ec4);
 }
 
+
+// ---- one reply per command, always (safety review F2, F4, F12c) ----
+
+asio::awaitable<void> settle(asio::any_io_executor ex, std::chrono::milliseconds d) {
+  asio::steady_timer t(ex, d);
+  co_await t.async_wait(tuple_token);
+}
+
+// Redis answers these with no reply, several, or a stream, or they change
+// the protocol or the connection's greeting: pipelined with other commands,
+// every later reply would go to the wrong caller. Refused before sending.
+asio::awaitable<void> commands_without_one_reply_are_refused(asio::any_io_executor ex) {
+  redis::connection c(ex, master_options());
+  co_await c.connect();
+  auto key = dlock::test::unique_name("refused");
+  std::vector<redis::command> refused;
+  refused.emplace_back();  // "*0": Redis skips it without a reply
+  refused.emplace_back(std::vector<std::string>{});
+  refused.emplace_back("SUBSCRIBE", key, key + "-2");
+  refused.emplace_back("psubscribe", key + "*");
+  refused.emplace_back("SSUBSCRIBE", key);
+  refused.emplace_back("UNSUBSCRIBE");
+  refused.emplace_back("PUNSUBSCRIBE", key);
+  refused.emplace_back("SUNSUBSCRIBE");
+  refused.emplace_back("MONITOR");
+  refused.emplace_back("CLIENT", "REPLY", "OFF");
+  refused.emplace_back("client", "reply", "skip");
+  refused.emplace_back("CLIENT", "REPLY", "ON");
+  refused.emplace_back("HELLO", "3");
+  refused.emplace_back("RESET");
+  refused.emplace_back("SYNC");
+  refused.emplace_back("PSYNC", "?", "-1");
+  refused.emplace_back("REPLCONF", "ACK", "0");
+  refused.emplace_back("MULTI");
+  auto before = c.stats();
+  std::vector<outcome_ptr> outcomes;
+  for (auto& cmd : refused) outcomes.push_back(issue(c, cmd));
+  auto tail = issue(c, redis::command("ECHO", "after the refused ones"));
+  co_await settle(ex, std::chrono::milliseconds(100));
+  for (std::size_t i = 0; i < outcomes.size(); ++i) {
+    BOOST_TEST_CONTEXT("refused command #" << i) {
+      BOOST_CHECK(outcomes[i]->done);
+      BOOST_CHECK_MESSAGE(outcomes[i]->ec == dlock::error::invalid_argument, outcomes[i]->ec.message());
+    }
+  }
+  BOOST_CHECK(tail->done && !tail->ec);
+  BOOST_CHECK_EQUAL(tail->value.string(), "after the refused ones");
+  BOOST_CHECK_EQUAL(c.stats().commands - before.commands, 1u);  // nothing but the ECHO was sent
+  // Their harmless kin still go through: one reply each.
+  auto hello = co_await must(c, "HELLO", "2");
+  BOOST_CHECK(hello.is_array());
+  auto id = co_await must(c, "CLIENT", "ID");
+  BOOST_CHECK(id.is_integer());
+  auto r = co_await must(c, "ECHO", "in sync");
+  BOOST_CHECK_EQUAL(r.string(), "in sync");
+  BOOST_CHECK_EQUAL(c.stats().connects, 1u);
+}
+
+// The review's F4 reproduction: an empty command issued in the same tick as
+// a lock's SET NX (on a key another client holds) and another command used
+// to take the SET's reply, so the lock got the next command's "OK".
+asio::awaitable<void> empty_command_cannot_hand_a_lock_someone_elses_key(asio::any_io_executor ex) {
+  redis::connection other(ex, master_options());
+  redis::connection c(ex, master_options());
+  co_await other.connect();
+  co_await c.connect();
+  auto key = dlock::test::unique_name("shifted");
+  co_await must(other, "SET", key, "held-by-someone-else", "PX", "60000");
+  redis::lock l(c, key);
+  auto empty = issue(c, redis::command());
+  auto acquired = std::make_shared<outcome>();
+  l.try_acquire([acquired](error_code ec) {
+    acquired->done = true;
+    acquired->ec = ec;
+  });
+  auto set = issue(c, redis::command("SET", key + "-o", "v"));
+  co_await settle(ex, std::chrono::milliseconds(200));
+  BOOST_CHECK(acquired->done);
+  BOOST_CHECK_MESSAGE(acquired->ec == dlock::error::taken, "try_acquire: " + acquired->ec.message());
+  BOOST_CHECK(!l.held());
+  BOOST_CHECK(empty->ec == dlock::error::invalid_argument);
+  BOOST_CHECK(set->done && !set->ec && set->value.is_ok());
+  auto holder = co_await must(other, "GET", key);
+  BOOST_CHECK_EQUAL(holder.string(), "held-by-someone-else");
+  co_await must(other, "DEL", key, key + "-o");
+}
+
+// The review's F2 at connection level: a compare-and-delete script issued
+// right before a SET of the same key and token. The SET must run after it,
+// even when the server's script cache was flushed (once NOSCRIPT made the
+// script's EVAL go out after the SET, which it then deleted).
+asio::awaitable<void> script_never_runs_after_commands_issued_later(asio::any_io_executor ex) {
+  redis::connection side(ex, master_options());
+  co_await side.connect();
+  redis::script compare_and_delete(
+      "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0 -- " +
+      dlock::test::unique_name("cad"));
+  for (bool warm : {false, true}) {
+    BOOST_TEST_CONTEXT((warm ? "the script ran on this connection before" : "a cold connection")) {
+      redis::connection c(ex, master_options());
+      co_await c.connect();
+      auto key = dlock::test::unique_name("noscript");
+      if (warm) {
+        auto warming = c.eval(compare_and_delete, {key}, {"nobody"}, tuple_token);
+        auto [warm_ec, warm_r] = co_await std::move(warming);
+        BOOST_REQUIRE_MESSAGE(!warm_ec, warm_ec.message());
+      }
+      co_await must(side, "SCRIPT", "FLUSH");
+      auto script_done = std::make_shared<outcome>();
+      c.eval(compare_and_delete, {key}, {"T"}, [script_done](error_code ec, redis::reply r) {
+        script_done->done = true;
+        script_done->ec = ec;
+        script_done->value = std::move(r);
+      });
+      auto set = issue(c, redis::command("SET", key, "T"));
+      auto after = co_await must(c, "ECHO", "after both");  // replies come in order: both are done
+      BOOST_CHECK_EQUAL(after.string(), "after both");
+      co_await settle(ex, std::chrono::milliseconds(50));  // a posted completion, or the old delayed EVAL
+      BOOST_CHECK(set->done && !set->ec);
+      BOOST_CHECK(script_done->done);
+      auto value = co_await must(side, "GET", key);
+      BOOST_CHECK_MESSAGE(value.is_bulk() && value.string() == "T",
+                          "the SET issued after the script was undone by it");
+      if (warm) {
+        // Its EVALSHA met the flushed cache with the SET already sent behind it: not run, and said so.
+        BOOST_CHECK_MESSAGE(script_done->ec == redis::error::script_not_run, script_done->ec.message());
+      } else {
+        // Its first use on this connection went as EVAL: it ran, before the SET.
+        BOOST_CHECK_MESSAGE(!script_done->ec, script_done->ec.message());
+        BOOST_CHECK(script_done->value.is_integer() && script_done->value.integer() == 0);
+      }
+      // Issued again, alone: EVAL (the connection forgot what it had loaded).
+      auto again = c.eval(compare_and_delete, {key}, {"T"}, tuple_token);
+      auto [again_ec, again_r] = co_await std::move(again);
+      BOOST_CHECK_MESSAGE(!again_ec, again_ec.message());
+      BOOST_CHECK(again_r.is_integer() && again_r.integer() == 1);
+      co_await must(side, "DEL", key);
+    }
+  }
+  // An EVALSHA with nothing written after it meets a flushed cache: sent
+  // again as EVAL in place, no error.
+  redis::connection c(ex, master_options());
+  co_await c.connect();
+  auto warming = c.eval(compare_and_delete, {"k"}, {"nobody"}, tuple_token);
+  auto [warm_ec, warm_r] = co_await std::move(warming);
+  BOOST_REQUIRE(!warm_ec);
+  co_await must(side, "SCRIPT", "FLUSH");
+  auto alone = c.eval(compare_and_delete, {"k"}, {"nobody"}, tuple_token);
+  auto [alone_ec, alone_r] = co_await std::move(alone);
+  BOOST_CHECK_MESSAGE(!alone_ec, alone_ec.message());
+  BOOST_CHECK(alone_r.is_integer() && alone_r.integer() == 0);
+  auto loaded = co_await must(c, "SCRIPT", "EXISTS", compare_and_delete.sha1());
+  BOOST_CHECK_EQUAL(loaded.elements().at(0).integer(), 1);
+}
+
+// A TCP relay in front of the real server, on the test's own executor, that
+// can add bytes the server never sent: what a broken server or a middlebox
+// could put on the wire.
+class injecting_relay {
+ public:
+  using tcp = asio::ip::tcp;
+  explicit injecting_relay(asio::any_io_executor ex)
+      : s_(std::make_shared<state>(ex)) {
+    asio::co_spawn(ex, accept_loop(s_), asio::detached);
+  }
+  ~injecting_relay() { s_->stop(); }
+  std::uint16_t port() const { return s_->acceptor.local_endpoint().port(); }
+  /// Writes `bytes` to the newest client connection, as if the server sent them.
+  asio::awaitable<void> inject(std::string bytes) {
+    auto client = s_->clients.back();
+    co_await asio::async_write(*client, asio::buffer(bytes), tuple_token);
+  }
+
+ private:
+  using socket_ptr = std::shared_ptr<tcp::socket>;
+  struct state {
+    explicit state(asio::any_io_executor ex) : acceptor(ex, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0)) {}
+    void stop() {
+      error_code ignored;
+      acceptor.close(ignored);
+      for (auto& s : clients) s->close(ignored);
+      for (auto& s : upstreams) s->close(ignored);
+    }
+    tcp::acceptor acceptor;
+    std::vector<socket_ptr> clients, upstreams;
+  };
+  static asio::awaitable<void> accept_loop(std::shared_ptr<state> s) {
+    auto server = master_options();
+    for (;;) {
+      auto [ec, accepted] = co_await s->acceptor.async_accept(tuple_token);
+      if (ec) co_return;
+      auto client = std::make_shared<tcp::socket>(std::move(accepted));
+      auto upstream = std::make_shared<tcp::socket>(s->acceptor.get_executor());
+      auto [connect_ec] = co_await upstream->async_connect(
+          tcp::endpoint(asio::ip::make_address(server.host), server.port), tuple_token);
+      if (connect_ec) co_return;
+      s->clients.push_back(client);
+      s->upstreams.push_back(upstream);
+      asio::co_spawn(s->acceptor.get_executor(), pump(upstream, client), asio::detached);
+      asio::co_spawn(s->acceptor.get_executor(), pump(client, upstream), asio::detached);
+    }
+  }
+  static asio::awaitable<void> pump(socket_ptr from, socket_ptr to) {
+    std::array<char, 16384> buffer;
+    for (;;) {
+      auto [ec, n] = co_await from->async_read_some(asio::buffer(buffer), tuple_token);
+      if (ec) break;
+      auto [write_ec, written] = co_await asio::async_write(*to, asio::buffer(buffer, n), tuple_token);
+      if (write_ec) break;
+    }
+    error_code ignored;
+    from->close(ignored);
+    to->close(ignored);
+  }
+  std::shared_ptr<state> s_;
+};
+
+// Bytes that are not RESP2 (here a RESP3 push frame) while a command waits
+// for its reply: the connection resets, and the command, which may have run,
+// fails with connection_lost, the error that says "outcome unknown".
+asio::awaitable<void> unexpected_bytes_reset_the_connection(asio::any_io_executor ex) {
+  injecting_relay relay(ex);
+  auto o = master_options();
+  o.port = relay.port();
+  o.reconnect_min = std::chrono::milliseconds(10);
+  redis::connection c(ex, o);
+  co_await c.connect();
+  auto key = dlock::test::unique_name("garbage");
+  auto blocked = issue(c, redis::command("BLPOP", key, "5"));
+  auto behind = issue(c, redis::command("SET", key + "-behind", "v"));
+  co_await settle(ex, std::chrono::milliseconds(50));  // both written, the BLPOP blocks
+  BOOST_CHECK(!blocked->done);
+  co_await relay.inject(">2\r\n$7\r\nmessage\r\n$1\r\nx\r\n");
+  co_await settle(ex, std::chrono::milliseconds(50));
+  BOOST_CHECK(blocked->done);
+  BOOST_CHECK_MESSAGE(blocked->ec == redis::error::connection_lost, blocked->ec.message());
+  BOOST_CHECK(behind->done);
+  BOOST_CHECK_MESSAGE(behind->ec == redis::error::connection_lost, behind->ec.message());
+
+  // A well-formed reply nobody asked for: the same reset, never a mismatch.
+  auto [ready_ec] = co_await c.wait_for(redis::connection_state::connected, tuple_token);
+  BOOST_REQUIRE(!ready_ec);
+  auto connects = c.stats().connects;
+  auto r = co_await must(c, "ECHO", "before");
+  BOOST_CHECK_EQUAL(r.string(), "before");
+  co_await relay.inject("+OK\r\n");
+  co_await settle(ex, std::chrono::milliseconds(50));
+  auto [again_ec] = co_await c.wait_for(redis::connection_state::connected, tuple_token);
+  BOOST_REQUIRE(!again_ec);
+  BOOST_CHECK_EQUAL(c.stats().connects, connects + 1);
+  r = co_await must(c, "ECHO", "after");
+  BOOST_CHECK_EQUAL(r.string(), "after");
+  co_await must(c, "DEL", key + "-behind");
+}
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(redis_connection)
@@ -352,5 +647,15 @@ BOOST_AUTO_TEST_CASE(evalsha_falls_back_to_eval_after_script_flush) { run(&scrip
 BOOST_AUTO_TEST_CASE(cancelled_command_reply_is_dropped) { run(&cancelled_command_keeps_stream_in_sync); }
 BOOST_AUTO_TEST_CASE(per_command_timeout) { run(&command_timeout); }
 BOOST_AUTO_TEST_CASE(not_connected_closed_and_refused) { run(&refusals); }
+BOOST_AUTO_TEST_CASE(commands_without_exactly_one_reply_are_refused) { run(&commands_without_one_reply_are_refused); }
+BOOST_AUTO_TEST_CASE(empty_command_cannot_shift_a_locks_reply) {
+  run(&empty_command_cannot_hand_a_lock_someone_elses_key);
+}
+BOOST_AUTO_TEST_CASE(noscript_never_reorders_a_script_after_later_commands) {
+  run(&script_never_runs_after_commands_issued_later);
+}
+BOOST_AUTO_TEST_CASE(unexpected_bytes_fail_pending_commands_with_connection_lost) {
+  run(&unexpected_bytes_reset_the_connection);
+}
 
 BOOST_AUTO_TEST_SUITE_END()

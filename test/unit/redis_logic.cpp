@@ -2,6 +2,7 @@
 // SHA1 for EVALSHA, validity arithmetic, jitter, reply interpretation.
 #include <dlock/error.hpp>
 #include <dlock/redis/command.hpp>
+#include <dlock/redis/detail/command_check.hpp>
 #include <dlock/redis/detail/lock_logic.hpp>
 #include <dlock/redis/detail/request_queue.hpp>
 #include <dlock/redis/detail/token.hpp>
@@ -162,6 +163,51 @@ BOOST_AUTO_TEST_CASE(tokens_are_128_bit_hex_and_never_repeat) {
     seen.insert(t);
   }
   BOOST_CHECK_EQUAL(seen.size(), 10000u);
+}
+
+BOOST_AUTO_TEST_CASE(queue_sends_a_retried_request_before_the_waiting_ones) {
+  redis::detail::request_queue<item_ptr> q;
+  q.push(std::make_shared<item>(item{0}));
+  std::vector<item_ptr> batch;
+  q.stage(batch, skip_abandoned);
+  auto answered = q.pop_answered();  // nothing in flight after it: it may go again, first
+  q.push(std::make_shared<item>(item{1}));
+  q.push_first(answered);
+  BOOST_CHECK_EQUAL(q.size(), 2u);
+  batch.clear();
+  q.stage(batch, skip_abandoned);
+  BOOST_REQUIRE_EQUAL(batch.size(), 2u);
+  BOOST_CHECK_EQUAL(batch[0]->id, 0);
+  BOOST_CHECK_EQUAL(batch[1]->id, 1);
+}
+
+namespace {
+bool refused(const redis::command& c) { return redis::detail::refused_command(c.encoded()); }
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(commands_without_exactly_one_reply_are_recognised) {
+  BOOST_CHECK(refused(redis::command()));
+  for (const char* name : {"SUBSCRIBE", "psubscribe", "SSubscribe", "UNSUBSCRIBE", "punsubscribe", "SUNSUBSCRIBE",
+                           "MONITOR", "SYNC", "psync", "REPLCONF", "RESET", "multi"})
+    BOOST_CHECK_MESSAGE(refused(redis::command(name, "x")) && refused(redis::command(name)), name);
+  BOOST_CHECK(refused(redis::command("CLIENT", "REPLY", "OFF")));
+  BOOST_CHECK(refused(redis::command("client", "reply", "skip")));
+  BOOST_CHECK(refused(redis::command("CLIENT", "Reply", "ON")));
+  BOOST_CHECK(refused(redis::command("HELLO", "3")));
+  BOOST_CHECK(refused(redis::command("hello", "3", "AUTH", "u", "p")));
+  // One reply each: allowed.
+  for (const char* name : {"GET", "SET", "QUIT", "PING", "EXEC", "WATCH", "EVALSHA", "PUBLISH", "SUBSCRIBED",
+                           "SUBSCRIB", "XREAD", "BLPOP", "WAIT", "", "MONITORS", "SPUBLISH"})
+    BOOST_CHECK_MESSAGE(!refused(redis::command(name, "x")), name);
+  BOOST_CHECK(!refused(redis::command("CLIENT", "ID")));
+  BOOST_CHECK(!refused(redis::command("CLIENT")));
+  BOOST_CHECK(!refused(redis::command("CLIENT", "REPLYX")));
+  BOOST_CHECK(!refused(redis::command("HELLO")));
+  BOOST_CHECK(!refused(redis::command("HELLO", "2", "SETNAME", "n")));
+  // A key or value that looks like a refused name is just data.
+  BOOST_CHECK(!refused(redis::command("SET", "SUBSCRIBE", "MONITOR")));
+  std::string binary("MONITOR\0", 8);
+  BOOST_CHECK(!refused(redis::command(std::string_view(binary))));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

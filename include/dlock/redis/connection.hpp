@@ -40,16 +40,32 @@ struct connection_stats {
   std::uint64_t commands = 0;  ///< commands written
   std::uint64_t replies = 0;   ///< replies read
   std::uint64_t connects = 0;  ///< successful connects (handshake done)
+  std::uint64_t pending = 0;   ///< commands now waiting to be written or for their reply
 };
 
 /// Commands issued by any number of coroutines are queued; while one write is
 /// in flight the next ones wait and go out together in the following write.
-/// Replies are matched to commands in order by one reader loop.
+/// Replies are matched to commands in order by one reader loop, one for one,
+/// always: commands Redis does not answer exactly once (an empty command,
+/// the SUBSCRIBE family, MONITOR, CLIENT REPLY, HELLO 3, ...: see `exec`)
+/// are refused, and bytes that answer no command (an extra reply, a RESP3
+/// push, anything that is not RESP2) reset the connection.
 ///
 /// Once `connect()` is called the connection stays up by itself: when it
-/// breaks, every pending command fails at once (`connection_lost`) and it
-/// reconnects with backoff until `close()`. Commands issued while it is not
-/// connected fail at once with `not_connected`.
+/// breaks, every pending command fails at once and it reconnects with
+/// backoff until `close()`. Commands issued while it is not connected fail
+/// at once with `not_connected`. A command failed by such a reset (socket
+/// error, unexpected bytes, silent server) gets `connection_lost`, whatever
+/// the cause: it may or may not have run. Only `close()` gives
+/// `dlock::error::closed` instead.
+///
+/// A silent server is a dead one: when a command's timeout passes and
+/// nothing at all was read since it was issued (a stopped server, or a
+/// network black hole that sends no RST), it gets `timed_out` and the
+/// connection resets. So a command that blocks on the server for longer
+/// than `command_timeout` (BLPOP, WAIT, XREAD BLOCK) resets an otherwise idle
+/// connection: give such commands a connection of their own with a longer
+/// `command_timeout`, or none.
 ///
 /// With g++ 12, keep braced lists out of co_await expressions: write
 /// `auto op = conn.exec({"GET", k}); co_await std::move(op);` or
@@ -104,6 +120,14 @@ class connection {
   /// Sends one command. Signature `void(error_code, reply)`. An error reply
   /// gives a redis::error (server_error, no_script, wrong_type, auth_failed,
   /// busy) and the reply holding the server's message.
+  ///
+  /// Refused at once with `dlock::error::invalid_argument`, nothing sent,
+  /// because they would shift every later reply on the connection: the empty
+  /// command; SUBSCRIBE, PSUBSCRIBE, SSUBSCRIBE, UNSUBSCRIBE, PUNSUBSCRIBE,
+  /// SUNSUBSCRIBE; MONITOR; CLIENT REPLY; HELLO with a protocol other than 2;
+  /// SYNC, PSYNC, REPLCONF; RESET (it undoes AUTH, SELECT and SETNAME); MULTI
+  /// (the other callers' commands would be queued into the transaction: use
+  /// a script). QUIT is allowed: the connection then reconnects.
   template <class Token = default_token>
   auto exec(command cmd, Token&& token = {}) {
     return asio::async_initiate<Token, void(error_code, reply)>(
@@ -120,7 +144,14 @@ class connection {
     return exec(command(args), std::forward<Token>(token));
   }
 
-  /// Runs `s` by EVALSHA (EVAL on NOSCRIPT) with `keys` then `args`.
+  /// Runs `s` with `keys` then `args`, never out of order with the commands
+  /// issued after it. The first use of a script on a connection (and again
+  /// after each reconnect) goes as EVAL, which also loads it into the
+  /// server's cache; later uses go as EVALSHA. If an EVALSHA still gets
+  /// NOSCRIPT (the cache was flushed since: SCRIPT FLUSH, a failover), it is
+  /// sent again as EVAL when nothing was written after it; otherwise it
+  /// completes with `redis::error::script_not_run` (it did not run; issue it
+  /// again) and the next uses of every script go as EVAL.
   template <class Token = default_token>
   auto eval(const script& s, std::initializer_list<std::string_view> keys,
             std::initializer_list<std::string_view> args, Token&& token = {}) {

@@ -18,6 +18,11 @@ enum class error {
   connection_lost,    ///< the connection broke before the reply arrived
   timed_out,          ///< no reply within the per-command timeout (or connect timeout)
   protocol_error,     ///< the byte stream is not valid RESP
+  /// A script command was not run: the server's script cache was flushed
+  /// (SCRIPT FLUSH, a restart behind a proxy, a failover) and commands issued
+  /// after it were already sent, so running it now would run it after them.
+  /// Nothing was done; issue it again (it then goes as EVAL).
+  script_not_run,
 };
 
 const boost::system::error_category& error_category() noexcept;

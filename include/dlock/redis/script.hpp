@@ -1,4 +1,4 @@
-// A Lua script run by EVALSHA, falling back to EVAL when the server lacks it.
+// A Lua script, run by EVAL the first time on a connection, then by EVALSHA.
 #pragma once
 
 #include <memory>
@@ -7,10 +7,11 @@
 
 namespace dlock::redis {
 
-/// The SHA1 is computed locally when the script is built, so the first call
-/// already uses EVALSHA and costs no extra round trip (no SCRIPT LOAD);
-/// on NOSCRIPT (a new or flushed server) the connection resends it as EVAL,
-/// which also caches it. Cheap to copy (shared, immutable).
+/// The SHA1 is computed locally when the script is built. A connection sends
+/// the script's first use as EVAL, which also caches it on the server, and
+/// later uses as EVALSHA: no SCRIPT LOAD round trip, and no NOSCRIPT retry
+/// that could run it after commands issued later (see connection::eval).
+/// Cheap to copy (shared, immutable).
 class script {
  public:
   explicit script(std::string source);

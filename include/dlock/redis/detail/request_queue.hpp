@@ -15,9 +15,16 @@ template <class Ptr>
 class request_queue {
  public:
   void push(Ptr p) { waiting_.push_back(std::move(p)); }
+  /// Puts an answered request back at the head of the waiting ones, to be
+  /// sent again before them. Keeps the order only while nothing is in
+  /// flight (nothing was written after it): the caller checks.
+  void push_first(Ptr p) { waiting_.push_front(std::move(p)); }
   bool has_waiting() const noexcept { return !waiting_.empty(); }
   bool empty() const noexcept { return waiting_.empty() && in_flight_.empty(); }
   std::size_t in_flight_size() const noexcept { return in_flight_.size(); }
+  std::size_t size() const noexcept { return waiting_.size() + in_flight_.size(); }
+  /// The oldest request written and not yet answered (abandoned or not), or null.
+  const Ptr* oldest_in_flight() const noexcept { return in_flight_.empty() ? nullptr : &in_flight_.front(); }
 
   /// Moves every waiting request (but the skipped) to the in-flight FIFO and
   /// appends it to `batch`, in order. Returns how many were staged.
