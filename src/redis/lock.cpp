@@ -43,9 +43,9 @@ encoded_command release_command(const std::string& key, const std::string& token
   return encode_eval(release_script(), connection::eval_tail({std::string_view(key)}, {std::string_view(token)}));
 }
 
-// A cleanup the server says it did not run (the script was not in its cache
-// and the connection did not fall back to EVAL): it must be sent again.
-bool not_run(error_code ec) { return ec == redis::error::no_script; }
+// A cleanup the server did not run (the script was not in its cache and the
+// connection could not fall back to EVAL without reordering): send it again.
+bool not_run(error_code ec) { return ec == redis::error::script_not_run || ec == redis::error::no_script; }
 // The connection was down: the cleanup never reached the server, or its reply
 // was lost. Sent again once the connection is back.
 bool connection_was_down(error_code ec) {

@@ -285,7 +285,8 @@ encoded_command release_fanout::release_command() const {
 }
 
 void release_fanout::on_answer(std::size_t index, error_code ec, reply answer) {
-  if (ec == redis::error::no_script && !deadline_passed() && resent_ < asked_) {
+  bool not_run = ec == redis::error::script_not_run || ec == redis::error::no_script;
+  if (not_run && !deadline_passed() && resent_ < asked_) {
     ++resent_;  // the server did not run it: send it again
     return send(index, release_command());
   }
