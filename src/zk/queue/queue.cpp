@@ -173,6 +173,11 @@ asio::awaitable<error_code> delete_item(client& zk, std::string node, std::int32
   for (int attempt = 0;; ++attempt) {
     auto [ec] = co_await zk.remove(node, version, uncancellable());
     if (reply_lost && ec == error::no_node) co_return uncertain;
+    // The session ended (or the client closed) while the delete was out: it
+    // may have been applied first, and the item is not ephemeral, so nobody
+    // can tell; the caller gets the item with that doubt, never a loss.
+    if (ec == error::session_expired || ec == error::session_moved || ec == dlock::error::closed)
+      co_return uncertain;
     if (!is_connection_loss(ec)) co_return ec;
     reply_lost = true;
     for (int look = 0;; ++look) {
