@@ -8,7 +8,10 @@
 //   delay    the replies from command k on are held past the command timeout
 //            (and past Redlock's per-master timeout);
 //   refuse   the connection is cut after command k and new connections are
-//            reset for a while.
+//            reset for a while;
+//   expire   the replies from command k on are held past the TTL (the lease
+//            ends while the client waits: Redis's counterpart of a session
+//            expiry).
 // For Redlock the same fault hits a majority of the masters (three of five)
 // at their command k. After each operation a direct connection checks the
 // invariants: at most one holder (a second lock's try_acquire is refused
@@ -57,8 +60,8 @@ constexpr auto master_timeout = 200ms;
 constexpr auto held_reply = 600ms;       // past both timeouts above
 constexpr auto refused_for = 1000ms;
 
-enum class fault { cut, drop, delay, refuse };
-const std::vector<std::string> fault_names = {"cut", "drop", "delay", "refuse"};
+enum class fault { cut, drop, delay, refuse, expire };
+const std::vector<std::string> fault_names = {"cut", "drop", "delay", "refuse", "expire"};
 
 struct plan {
   int step = 0;  // 0: no fault
@@ -76,9 +79,8 @@ void arm(redis_proxy& proxy, const plan& p) {
     case fault::cut: proxy.cut_after(20ms, p.step); break;
     case fault::drop: proxy.drop_reply(p.step); break;
     case fault::delay: proxy.hold_replies(held_reply, p.step); break;
-    case fault::refuse:
-      proxy.cut_after(20ms, p.step);
-      break;
+    case fault::refuse: proxy.cut_after(20ms, p.step); break;  // refuse_when_fired does the rest
+    case fault::expire: proxy.hold_replies(ttl + 300ms, p.step); break;
   }
 }
 
@@ -87,11 +89,13 @@ asio::awaitable<void> sleep_for(std::chrono::milliseconds d) {
   co_await timer.async_wait(with_ec);
 }
 
-redis::options options_for(const std::string& host, std::uint16_t port) {
+// `checker`: the direct connections the checks use get a long command
+// timeout, so that a loaded machine cannot fail a check.
+redis::options options_for(const std::string& host, std::uint16_t port, bool checker = false) {
   redis::options o;
   o.host = host;
   o.port = port;
-  o.command_timeout = command_timeout;
+  o.command_timeout = checker ? 5000ms : command_timeout;
   o.connect_timeout = 1000ms;
   o.reconnect_min = 20ms;
   o.reconnect_max = 100ms;
@@ -170,7 +174,7 @@ asio::awaitable<void> settle(redis::connection& conn) {
 asio::awaitable<void> lock_scenario(redis_proxy& proxy, plan p, std::shared_ptr<run_result> out) {
   auto ex = co_await asio::this_coro::executor;
   auto master = dlock::test::redis_masters().at(0);
-  redis::connection direct(ex, options_for(master.host, master.port));
+  redis::connection direct(ex, options_for(master.host, master.port, true));
   co_await direct.connect();
   redis::connection conn(ex, options_for(proxy.host(), proxy.port()));
   co_await conn.connect();
@@ -247,10 +251,11 @@ constexpr std::size_t faulty = 3;  // a majority: the algorithm must cope, not o
 
 using connections = std::vector<std::shared_ptr<redis::connection>>;
 
-asio::awaitable<connections> connect_all(asio::any_io_executor ex, std::vector<dlock::test::endpoint> endpoints) {
+asio::awaitable<connections> connect_all(asio::any_io_executor ex, std::vector<dlock::test::endpoint> endpoints,
+                                         bool checker) {
   connections out;
   for (auto& e : endpoints) {
-    out.push_back(std::make_shared<redis::connection>(ex, options_for(e.host, e.port)));
+    out.push_back(std::make_shared<redis::connection>(ex, options_for(e.host, e.port, checker)));
     co_await out.back()->connect();
   }
   co_return out;
@@ -278,10 +283,10 @@ bool redlock_error(const error_code& ec) {
 asio::awaitable<void> redlock_scenario(std::vector<std::unique_ptr<redis_proxy>>& proxies, plan p,
                                        std::shared_ptr<run_result> out) {
   auto ex = co_await asio::this_coro::executor;
-  auto direct = co_await connect_all(ex, dlock::test::redis_masters());
+  auto direct = co_await connect_all(ex, dlock::test::redis_masters(), true);
   std::vector<dlock::test::endpoint> through;
   for (auto& proxy : proxies) through.push_back({proxy->host(), proxy->port()});
-  auto conns = co_await connect_all(ex, through);
+  auto conns = co_await connect_all(ex, through, false);
   auto key = dlock::test::unique_name("dlock-test:steps:redlock");
   redis::redlock_options ro;
   ro.ttl = ttl;
