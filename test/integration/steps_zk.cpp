@@ -14,7 +14,15 @@
 // once an operation has completed (polled, bounded: the recipes clean up in
 // the background after a connection loss); the error is a truthful one.
 //
+// The cuts run at every step of every recipe. The slow faults (late reply,
+// expiry: each waits out a timeout) run at every other step, the recipes
+// alternating which (see sampler()): mutex and read lock share their steps,
+// so between them every lock step meets every fault, and so on for the
+// write lock and the election.
+//
 // Only proxies, no server kills: an integration test, running with the others.
+// One recipe alone: integration_steps_zk --run_test=steps_zk/<case> --log_level=message
+// (the log names every run: recipe, step, fault, and its duration).
 #include "common/servers.hpp"
 #include "common/step_faults.hpp"
 #include "common/zk.hpp"
