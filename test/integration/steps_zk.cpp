@@ -16,9 +16,9 @@
 //
 // The cuts run at every step of every recipe. The slow faults (late reply,
 // expiry: each waits out a timeout) run at every other step, the recipes
-// alternating which (see sampler()): mutex and read lock share their steps,
-// so between them every lock step meets every fault, and so on for the
-// write lock and the election.
+// alternating which (see sampler()): the mutex and the read lock take the
+// same steps, so between them every step meets every fault; so do the write
+// lock and the election.
 //
 // Only proxies, no server kills: an integration test, running with the others.
 // One recipe alone: integration_steps_zk --run_test=steps_zk/<case> --log_level=message
@@ -490,8 +490,8 @@ BOOST_AUTO_TEST_SUITE(steps_zk)
 BOOST_AUTO_TEST_CASE(mutex_every_step) { every_step("mutex", lock_scenario_of(lock_kind::mutex), 0); }
 BOOST_AUTO_TEST_CASE(read_lock_every_step) { every_step("read lock", lock_scenario_of(lock_kind::reader), 1); }
 BOOST_AUTO_TEST_CASE(write_lock_every_step) { every_step("write lock", lock_scenario_of(lock_kind::writer), 0); }
-BOOST_AUTO_TEST_CASE(simple_lock_every_step) { every_step("simple lock", lock_scenario_of(lock_kind::simple), 1); }
-BOOST_AUTO_TEST_CASE(election_every_step) { every_step("election", lock_scenario_of(lock_kind::election), 0); }
+BOOST_AUTO_TEST_CASE(simple_lock_every_step) { every_step("simple lock", lock_scenario_of(lock_kind::simple), 0); }
+BOOST_AUTO_TEST_CASE(election_every_step) { every_step("election", lock_scenario_of(lock_kind::election), 1); }
 BOOST_AUTO_TEST_CASE(queue_basic_every_step) { every_step("queue (basic)", queue_scenario_of(queue_mode::basic), 1); }
 BOOST_AUTO_TEST_CASE(queue_claim_every_step) { every_step("queue (claim/ack)", queue_scenario_of(queue_mode::claim), 0); }
 
