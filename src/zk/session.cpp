@@ -183,7 +183,12 @@ void session::step() {
   connected_at_last_step_ = state == ZOO_CONNECTED_STATE;
   if (!same_socket) sync_descriptor(fd);
   if (socket_.is_open()) {
-    arm_read();
+    // While connecting, only write readiness (the connect finished, or
+    // failed: errors complete a write wait too) may drive the C client. A
+    // read-only zookeeper_process then would allocate its input buffer, find
+    // no data, and keep the buffer, which prime_connection overwrites without
+    // freeing (a leak in the C client, 3.8.0 and later).
+    if (state != ZOO_CONNECTING_STATE) arm_read();
     if (interest & ZOOKEEPER_WRITE) arm_write();
   }
   auto delay = std::chrono::seconds(tv.tv_sec) + std::chrono::microseconds(tv.tv_usec);
@@ -200,13 +205,17 @@ void session::drain(int events) {
     auto explained = frames_explained_;
     {
       c_call_guard guard;
+      // A stale read readiness while connecting (see step): not for this socket.
+      if (!(events & ZOOKEEPER_WRITE) && zoo_state(zh_) == ZOO_CONNECTING_STATE) break;
       rc = zookeeper_process(zh_, events);
     }
     // A frame read (ZOK with READ) that ran no completion and no watch
     // answered something the C client sent by itself: a ping, most often.
     if (rc == ZOK && (events & ZOOKEEPER_READ) && explained == frames_explained_) expiry_.heard(steady_clock::now());
     events = ZOOKEEPER_READ;
-    if (rc == ZINVALIDSTATE) handle_dead_ = true;
+    // ZINVALIDSTATE also means "no socket" (a readiness of the socket the C
+    // client just closed): the handle is dead only in an unrecoverable state.
+    if (rc == ZINVALIDSTATE && zoo_state(zh_) < 0) handle_dead_ = true;
     if (rc != ZOK) break;  // ZNOTHING, or an error after which the C client closed the socket
   }
   after_c_calls();
@@ -238,18 +247,20 @@ void session::after_c_calls() {
   }
 }
 
+void session::drop_socket() {
+  if (!socket_.is_open()) return;
+  error_code ignored;
+  socket_.close(ignored);
+  ++socket_generation_;
+  read_armed_ = write_armed_ = false;
+}
+
 void session::sync_descriptor(int fd) {
-  if (fd < 0) {
-    if (socket_.is_open()) {
-      error_code ignored;
-      socket_.close(ignored);
-      ++socket_generation_;
-      read_armed_ = write_armed_ = false;
-    }
-    return;
-  }
+  if (fd < 0) return drop_socket();
   struct ::stat st {};
-  if (::fstat(fd, &st) != 0) return;
+  // The C client may have closed that socket and reported its old number:
+  // drop our copy of it, so no stale readiness reaches the C client.
+  if (::fstat(fd, &st) != 0) return drop_socket();
   if (socket_.is_open() && st.st_dev == socket_dev_ && st.st_ino == socket_ino_) return;
   error_code ec;
   if (socket_.is_open()) socket_.close(ec);

@@ -80,6 +80,7 @@ class session : public std::enable_shared_from_this<session> {
   void drain(int events);
   void after_c_calls();
   void sync_descriptor(int fd);
+  void drop_socket();
   void arm_read();
   void arm_write();
   void arm_timer(std::chrono::steady_clock::duration delay);
