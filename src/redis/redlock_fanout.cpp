@@ -141,6 +141,20 @@ void redlock_impl::release_in_background(const std::string& t, std::size_t maste
   std::make_shared<release_fanout>(shared_from_this(), t)->start(master);
 }
 
+void redlock_impl::note_unsettled(std::size_t master, std::string attempt_token) {
+  constexpr std::size_t most = 64;  // a bound: they expire with their TTL anyway
+  if (unsettled.size() >= most) return;
+  unsettled.push_back({master, std::move(attempt_token), redlock_clock::now() + options.ttl});
+}
+
+void redlock_impl::resend_unsettled_cleanups() {
+  auto now = redlock_clock::now();
+  auto pending = std::move(unsettled);
+  unsettled.clear();
+  for (auto& c : pending)
+    if (c.give_up > now) release_in_background(c.token, c.master);  // noted again if it fails again
+}
+
 void redlock_impl::cleanup_settled() {
   if (--cleanups_in_flight > 0 || !after_cleanups) return;
   std::exchange(after_cleanups, nullptr)();
@@ -290,9 +304,10 @@ void release_fanout::on_answer(std::size_t index, error_code ec, reply answer) {
     ++resent_;  // the server did not run it: send it again
     return send(index, release_command());
   }
-  if (ec)
+  if (ec) {
     ++broken_;
-  else if (answer.is_integer() && answer.integer() == 1)
+    if (cleanup_) owner_->note_unsettled(index, token_);
+  } else if (answer.is_integer() && answer.integer() == 1)
     ++released_;
   else
     ++not_ours_;

@@ -78,6 +78,19 @@ class redlock_impl : public std::enable_shared_from_this<redlock_impl> {
   /// The acquire waiting for them (one operation at a time).
   std::function<void()> after_cleanups;
   void cleanup_settled();
+  /// A cleanup that failed on a master (its connection was down, or it timed
+  /// out) may have left that attempt's key there, which would make our own
+  /// next SET see "taken" until the TTL. It is sent again right before the
+  /// next SET on that master's connection (one connection's commands run in
+  /// order), until the key's TTL has surely passed.
+  void note_unsettled(std::size_t master, std::string attempt_token);
+  void resend_unsettled_cleanups();
+  struct unsettled_cleanup {
+    std::size_t master;
+    std::string token;
+    redlock_clock::time_point give_up;
+  };
+  std::vector<unsettled_cleanup> unsettled;
   void note_outcomes(const redlock_round& round);
   double random_unit();
 
