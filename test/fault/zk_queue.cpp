@@ -101,10 +101,27 @@ asio::awaitable<void> claiming_consumer(zk::queue& q, std::shared_ptr<outcome> o
   }
 }
 
+// The fault this test injects is its own member kill: start on an ensemble
+// that has been serving without a break for a while (an earlier fault test
+// may have restarted every member, and a new quorum can still re-elect in
+// its first seconds). Offers are never retried (a retry could duplicate an
+// item), so an election during them would fail the test for the wrong reason.
+asio::awaitable<void> wait_for_a_steady_ensemble(zk::client& c, std::string probe) {
+  int steady = 0;
+  for (int i = 0; i < 300 && steady < 15; ++i) {  // 15 probes in a row, 200 ms apart: 3 s; at most 60 s
+    auto [create_ec, made] = co_await c.create(probe, "", zk::create_mode::ephemeral, with_ec);
+    auto [remove_ec] = co_await c.remove(probe, -1, with_ec);
+    steady = (!create_ec && !remove_ec) ? steady + 1 : 0;
+    co_await sleep_for(200ms);
+  }
+  BOOST_TEST_MESSAGE("ensemble steady: " << (steady >= 15 ? "yes" : "no"));
+}
+
 asio::awaitable<void> run_with_failover(std::string path, bool claim_mode, std::shared_ptr<outcome> out) {
   auto ex = co_await asio::this_coro::executor;
   zk::client c(ex, ensemble_options());
   co_await c.connect();
+  co_await wait_for_a_steady_ensemble(c, path + "-probe");
   zk::queue q(c, path);
   for (int i = 0; i < items; ++i) co_await q.offer("item-" + std::to_string(i));
 
