@@ -138,7 +138,6 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
   }
   void attempt() {
     owner_->resend_unsettled_cleanups();  // ahead of this attempt's SETs, on the same connections
-    ++owner_->generation;
     current_ = std::make_shared<acquire_attempt>(owner_, shared_from_this());
     current_->start();
   }

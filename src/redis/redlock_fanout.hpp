@@ -47,7 +47,6 @@ class redlock_impl : public std::enable_shared_from_this<redlock_impl> {
   std::atomic<hold_state> state{hold_state::idle};  // atomic: held() reads it from any thread
   bool releasing = false;  // a release() has not completed yet
   std::weak_ptr<void> acquire_op;  // the acquire in progress: ~redlock ends it
-  std::uint64_t generation = 0;  // bumped by every attempt, so stale ones keep quiet
   std::uint64_t hold_id = 0;     // bumped by every acquisition and release
   redlock_clock::time_point held_start{};   // when the last SET or extend was sent
   std::chrono::milliseconds held_ttl{0};
