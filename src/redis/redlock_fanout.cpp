@@ -4,8 +4,14 @@
 #include <dlock/redis/detail/token.hpp>
 
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
+
+#include <algorithm>
+#include <iterator>
 
 namespace dlock::redis::detail {
 
@@ -25,6 +31,7 @@ redlock_impl::redlock_impl(asio::any_io_executor ex, std::vector<std::shared_ptr
       extender_(executor, loss),
       random_(jitter_seed()) {
   names.reserve(masters.size());
+  awaiting_reconnection.assign(masters.size(), false);
   for (const auto& master : masters) {
     const auto& opts = master->get_options();
     names.push_back(opts.host + ':' + std::to_string(opts.port));
@@ -141,16 +148,53 @@ void redlock_impl::release_in_background(const std::string& t, std::size_t maste
   std::make_shared<release_fanout>(shared_from_this(), t)->start(master);
 }
 
+namespace {
+
+// Polls `master`'s connection until it is back (then sends its unsettled
+// cleanups), closed, or none of its cleanups is worth sending any more.
+asio::awaitable<void> resend_once_reconnected(std::weak_ptr<redlock_impl> weak, std::size_t master) {
+  asio::steady_timer poll(co_await asio::this_coro::executor);
+  for (;;) {
+    auto self = weak.lock();
+    if (!self) co_return;
+    auto state = self->masters[master]->state();
+    auto now = redlock_clock::now();
+    bool worth_it = std::any_of(self->unsettled.begin(), self->unsettled.end(),
+                                [&](const auto& c) { return c.master == master && c.give_up > now; });
+    if (state == connection_state::connected || state == connection_state::closed || !worth_it) {
+      self->awaiting_reconnection[master] = false;
+      if (state == connection_state::connected) self->resend_unsettled_cleanups(master);
+      co_return;
+    }
+    self.reset();  // a redlock destroyed meanwhile ends the wait
+    poll.expires_after(milliseconds(20));
+    co_await poll.async_wait(asio::as_tuple(asio::use_awaitable));
+  }
+}
+
+}  // namespace
+
 void redlock_impl::note_unsettled(std::size_t master, std::string attempt_token) {
   constexpr std::size_t most = 64;  // a bound: they expire with their TTL anyway
   if (unsettled.size() >= most) return;
   unsettled.push_back({master, std::move(attempt_token), redlock_clock::now() + options.ttl});
+  // A timed-out master that is still connected waits for the next SET: resending
+  // at once would only pile more commands on a master that does not answer.
+  if (masters[master]->state() == connection_state::connected || awaiting_reconnection[master]) return;
+  awaiting_reconnection[master] = true;
+  asio::co_spawn(executor, resend_once_reconnected(weak_from_this(), master), asio::detached);
 }
 
 void redlock_impl::resend_unsettled_cleanups() {
+  for (std::size_t master = 0; master < masters.size(); ++master) resend_unsettled_cleanups(master);
+}
+
+void redlock_impl::resend_unsettled_cleanups(std::size_t master) {
   auto now = redlock_clock::now();
-  auto pending = std::move(unsettled);
-  unsettled.clear();
+  std::vector<unsettled_cleanup> pending;
+  auto is_this_master = [master](const unsettled_cleanup& c) { return c.master == master; };
+  std::copy_if(unsettled.begin(), unsettled.end(), std::back_inserter(pending), is_this_master);
+  std::erase_if(unsettled, is_this_master);
   for (auto& c : pending)
     if (c.give_up > now) release_in_background(c.token, c.master);  // noted again if it fails again
 }

@@ -81,9 +81,15 @@ class redlock_impl : public std::enable_shared_from_this<redlock_impl> {
   /// out) may have left that attempt's key there, which would make our own
   /// next SET see "taken" until the TTL. It is sent again right before the
   /// next SET on that master's connection (one connection's commands run in
-  /// order), until the key's TTL has surely passed.
+  /// order), until the key's TTL has surely passed; and, when the connection
+  /// was down, as soon as it is back, so that a failed acquire does not leave
+  /// its keys for their TTL when nobody acquires again.
   void note_unsettled(std::size_t master, std::string attempt_token);
+  /// Every master's (`all`), or one master's.
   void resend_unsettled_cleanups();
+  void resend_unsettled_cleanups(std::size_t master);
+  /// Per master: a wait for its reconnection is running (one at a time).
+  std::vector<bool> awaiting_reconnection;
   struct unsettled_cleanup {
     std::size_t master;
     std::string token;
