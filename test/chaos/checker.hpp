@@ -30,6 +30,13 @@
 //    holder was told of its loss (or saw its validity end) but before that
 //    holder let go (`released`, else `end`) is an "overlap after loss": allowed,
 //    and counted.
+//  - One exception, counted apart as "fenced": the earlier holder's session
+//    was ended on the servers by someone else (the `session_expiry` fault, a
+//    twin handle closing it) after its section began and before the later
+//    one began, it was told of the loss afterwards, and the later holder's
+//    fencing token is larger. ZooKeeper tells the holder only when its own
+//    server applies the close, which another member may apply first: no
+//    client can be warned in time, and the token is what protects a resource.
 //  - Fencing tokens (non-zero) must grow: a write section's token is above
 //    every token of sections begun before it; a read section's token is above
 //    every write section's token begun before it.
@@ -122,6 +129,7 @@ struct backend_figures {
   std::size_t losses = 0;
   std::size_t overlaps = 0;             // violations
   std::size_t overlaps_after_loss = 0;  // allowed
+  std::size_t overlaps_fenced = 0;      // allowed: session ended by someone else, later token larger
   std::size_t token_checks = 0;         // sections whose token was compared
   std::size_t token_regressions = 0;
   std::size_t unfinished = 0;           // sections with no end record (informative)
@@ -188,8 +196,26 @@ inline std::vector<section> build_sections(const std::vector<record>& records) {
 
 inline bool intersect(nanos b1, nanos e1, nanos b2, nanos e2) { return b1 < e2 && b2 < e1; }
 
-inline void check_overlaps(const std::string& backend, std::vector<section> sections, backend_figures& fig,
-                           std::vector<violation>& out) {
+/// When each worker's session was ended on the servers by someone else (`fault session_expiry - T WORKER`).
+using forced_expiries = std::map<std::string, std::vector<nanos>>;
+
+inline forced_expiries forced_expiries_of(const std::vector<record>& records) {
+  forced_expiries out;
+  for (const auto& r : records)
+    if (r.kind == "fault" && r.subject == "session_expiry" && !r.fields.empty()) out[r.fields[0]].push_back(r.time);
+  return out;
+}
+
+// See "One exception" above: `a` the earlier section, `b` the later one.
+inline bool fenced_after_forced_expiry(const section& a, const section& b, const forced_expiries& expiries) {
+  if (a.lost == never || a.token == 0 || b.token <= a.token) return false;
+  auto it = expiries.find(a.worker);
+  if (it == expiries.end()) return false;
+  return std::any_of(it->second.begin(), it->second.end(), [&](nanos t) { return a.begin <= t && t <= b.begin; });
+}
+
+inline void check_overlaps(const std::string& backend, std::vector<section> sections,
+                           const forced_expiries& expiries, backend_figures& fig, std::vector<violation>& out) {
   std::sort(sections.begin(), sections.end(), [](const section& a, const section& b) { return a.begin < b.begin; });
   for (std::size_t i = 0; i < sections.size(); ++i) {
     for (std::size_t j = i + 1; j < sections.size(); ++j) {
@@ -198,6 +224,10 @@ inline void check_overlaps(const std::string& backend, std::vector<section> sect
       if (a.lock != b.lock || a.worker == b.worker) continue;
       if (!a.write && !b.write) continue;
       if (intersect(a.begin, a.effective_end(), b.begin, b.effective_end())) {
+        if (fenced_after_forced_expiry(a, b, expiries)) {
+          ++fig.overlaps_fenced;
+          continue;
+        }
         ++fig.overlaps;
         // Said for the report: a resource checking fencing tokens would have refused the stale holder.
         bool fenced = a.token != 0 && b.token > a.token;
@@ -304,7 +334,7 @@ inline report analyse(const std::vector<record>& records, const std::set<std::st
         rep.violations.push_back({backend, "error in " + r.worker + " (" + r.subject + "):" + detail});
       }
     }
-    detail::check_overlaps(backend, sections, fig, rep.violations);
+    detail::check_overlaps(backend, sections, detail::forced_expiries_of(recs), fig, rep.violations);
     fig.fencing_checked = !unfenced_backends.count(backend);
     if (fig.fencing_checked) detail::check_tokens(backend, sections, fig, rep.violations);
     detail::check_queue(backend, recs, fig, rep.violations);
@@ -325,6 +355,7 @@ inline std::string summary_line(const std::string& backend, const backend_figure
   if (fig.faults.empty()) line << " none";
   for (const auto& [kind, n] : fig.faults) line << " " << kind << "=" << n;
   line << " | overlaps=" << fig.overlaps << " overlaps_after_loss=" << fig.overlaps_after_loss;
+  if (fig.overlaps_fenced) line << " overlaps_fenced=" << fig.overlaps_fenced;
   if (fig.fencing_checked)
     line << " token_regressions=" << fig.token_regressions << "/" << fig.token_checks;
   else

@@ -165,15 +165,16 @@ void zk_connection_cut(run_ctx& r) {
   r.sleep_ms(1000);
 }
 
-// A hook for network partitions: $DLOCK_CHAOS_PARTITION start|stop NAME, when set.
+// Network partitions through $DLOCK_CHAOS_PARTITION start|stop NAME, when set
+// (scripts/soak sets it to scripts/chaos-partition inside its own namespace).
 bool partition_available() { return std::getenv("DLOCK_CHAOS_PARTITION") != nullptr; }
 void partition(run_ctx& r, const std::string& name) {
   std::string hook = std::getenv("DLOCK_CHAOS_PARTITION");
   int ms = r.uniform(1000, 2 * zk_session_timeout_ms);
   r.rec->write("fault", "partition", {name, std::to_string(ms) + "ms"});
-  shell(r, "'" + hook + "' start " + name);
+  if (shell(r, "'" + hook + "' start " + name) != 0) r.rec->write("note", "partition", {"start_failed", name});
   r.sleep_ms(ms);
-  shell(r, "'" + hook + "' stop " + name);
+  if (shell(r, "'" + hook + "' stop " + name) != 0) r.rec->write("note", "partition", {"stop_failed", name});
 }
 
 // redis1 carries the single-instance lock as well as a fifth of the Redlock:

@@ -85,6 +85,34 @@ BOOST_AUTO_TEST_CASE(a_loss_told_after_the_next_holder_began_is_still_an_overlap
   BOOST_TEST(!rep.ok());
 }
 
+BOOST_AUTO_TEST_CASE(a_session_ended_by_someone_else_is_a_fenced_overlap_only_with_a_larger_later_token) {
+  // a's session is closed on the servers at 120 (the fault names a), b begins at 150 with a larger
+  // token, a is told at 160: counted apart, not a violation.
+  auto fenced = analyse(parse({"zk begin /l a 100 w 5", "zk fault session_expiry - 120 a", "zk begin /l b 150 w 6",
+                               "zk lost /l a 160 session_expired", "zk end /l a 200", "zk end /l b 300"}));
+  BOOST_TEST(fenced.ok());
+  BOOST_TEST(fenced.backends["zk"].overlaps == 0u);
+  BOOST_TEST(fenced.backends["zk"].overlaps_fenced == 1u);
+  // The same with a smaller later token, with the fault on another worker, with the fault after b
+  // began, or with a never told: violations.
+  const std::vector<std::vector<std::string>> violating = {
+      {"zk begin /l a 100 w 7", "zk fault session_expiry - 120 a", "zk begin /l b 150 w 6",
+       "zk lost /l a 160 session_expired", "zk end /l a 200", "zk end /l b 300"},
+      {"zk begin /l a 100 w 5", "zk fault session_expiry - 120 c", "zk begin /l b 150 w 6",
+       "zk lost /l a 160 session_expired", "zk end /l a 200", "zk end /l b 300"},
+      {"zk begin /l a 100 w 5", "zk begin /l b 150 w 6", "zk fault session_expiry - 155 a",
+       "zk lost /l a 160 session_expired", "zk end /l a 200", "zk end /l b 300"},
+      {"zk begin /l a 100 w 5", "zk fault session_expiry - 120 a", "zk begin /l b 150 w 6", "zk end /l a 200",
+       "zk end /l b 300"},
+  };
+  for (const auto& lines : violating) {
+    auto rep = analyse(parse(lines));
+    BOOST_TEST(!rep.ok());
+    BOOST_TEST(rep.backends["zk"].overlaps == 1u);
+    BOOST_TEST(rep.backends["zk"].overlaps_fenced == 0u);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(a_section_ends_at_its_validity_deadline) {
   // a's validity ran out at 140: b may begin at 150 even though a's end record is later.
   auto ok = analyse(parse({"redis begin k a 100 w 0", "redis valid k a 100 140", "redis begin k b 150 w 0",
