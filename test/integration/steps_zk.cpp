@@ -18,7 +18,7 @@
 // expiry: each waits out a timeout) run at every other step, the recipes
 // alternating which (see sampler()): the mutex and the read lock take the
 // same steps, so between them every step meets every fault; so do the write
-// lock and the election.
+// lock and the election. DLOCK_STEPS_EVERY_FAULT=1 runs them all.
 //
 // Only proxies, no server kills: an integration test, running with the others.
 // One recipe alone: integration_steps_zk --run_test=steps_zk/<case> --log_level=message
@@ -45,6 +45,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>
+#include <cstdlib>
 #include <memory>
 #include <optional>
 #include <string>
@@ -452,10 +453,14 @@ run_result run_once(zk_cutting_proxy& proxy, Scenario scenario, plan p) {
 // The slow faults (late reply, expiry: each waits out a timeout) run at every
 // other step, alternating with the recipe's `phase`, so that across the
 // recipes every step index meets every kind; the cuts run at every step.
+// DLOCK_STEPS_EVERY_FAULT=1 runs every fault at every step of every recipe
+// (about twice as long: for a run of record, not for CI).
 dlock::test::fault_sampler sampler(int phase) {
-  return [phase](int step, std::size_t kind) {
+  const char* every = std::getenv("DLOCK_STEPS_EVERY_FAULT");
+  bool exhaustive = every && std::string(every) == "1";
+  return [phase, exhaustive](int step, std::size_t kind) {
     auto f = static_cast<fault>(kind);
-    if (f == fault::cut || f == fault::reply_lost) return true;
+    if (exhaustive || f == fault::cut || f == fault::reply_lost) return true;
     return (step + phase + static_cast<int>(kind)) % 2 == 0;
   };
 }
