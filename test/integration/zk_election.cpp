@@ -187,9 +187,42 @@ asio::awaitable<void> cancelled_campaign_leaves_no_node(std::string path) {
   co_await a.close();
 }
 
+// F12j: two candidates with the same identifier (the default one is
+// "<hostname>:<pid>", shared by one process's candidates). An observer that
+// saw the first lead is told when the second takes over, though the data
+// it reads is the same.
+asio::awaitable<void> same_identifier_handover(std::string path, std::shared_ptr<bool> told) {
+  auto ex = co_await asio::this_coro::executor;
+  zk::client a(ex, test_options());
+  co_await a.connect();
+  zk::leader_election first(a, path), second(a, path), watcher(a, path);
+  co_await first.campaign("same-id");
+  auto second_done = std::make_shared<bool>(false);
+  second.campaign("same-id", [second_done](error_code) { *second_done = true; });
+  auto [ec, seen] = co_await watcher.leader(with_ec);
+  BOOST_REQUIRE(!ec);
+  BOOST_REQUIRE((seen == std::optional<std::string>("same-id")));
+  watcher.observe(seen, [told](error_code, std::optional<std::string>) { *told = true; });
+  co_await sleep_for(200ms);
+  BOOST_REQUIRE(!*told);  // nothing changed yet
+  co_await first.resign();
+  for (int i = 0; i < 250 && !(*told && *second_done); ++i) co_await sleep_for(20ms);
+  BOOST_TEST(*second_done, "the second candidate did not take over");
+  BOOST_TEST(*told, "the observer was not told of the handover within 5 s");
+  if (*second_done) co_await second.resign();
+  co_await delete_tree(a, path);
+  co_await a.close();
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(zk_election)
+
+BOOST_AUTO_TEST_CASE(observers_see_a_handover_between_candidates_of_one_identifier) {
+  auto told = std::make_shared<bool>(false);
+  asio::io_context io;
+  run(io, same_identifier_handover("/" + dlock::test::unique_name("dlock-election"), told));
+}
 
 BOOST_AUTO_TEST_CASE(one_leader_at_a_time_in_creation_order_and_observers_see_every_change) {
   auto r = std::make_shared<record>();

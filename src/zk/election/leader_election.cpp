@@ -51,10 +51,13 @@ asio::awaitable<leader_result> current_leader(client zk, std::string path) {
 
 // Waits for the leader to differ from `last_seen`, with one watch at a time:
 // on the leader's node (it changes only when that node goes) or, with no
-// candidate, on the election node's children (or its creation).
+// candidate, on the election node's children (or its creation). Candidates
+// may share an identifier (the default one, in one process), so a new
+// leader's node counts as a change even when its data is the same.
 asio::awaitable<leader_result> observe_leader(client zk, std::string path, std::optional<std::string> last_seen) {
   co_await asio::this_coro::reset_cancellation_state(asio::enable_partial_cancellation());
   if (error_code bad = validate_path(path)) co_return leader_result{bad, std::nullopt};
+  std::optional<std::string> leader_node;  // the node found leading with `last_seen`'s data
   for (;;) {
     watch changed;
     auto [ec, children, parent] = co_await zk.get_children(path, with_ec);
@@ -83,7 +86,9 @@ asio::awaitable<leader_result> observe_leader(client zk, std::string path, std::
       auto [get_ec, data, meta] = co_await zk.get(node, changed, with_ec);
       if (get_ec == error::no_node || is_connection_loss(get_ec)) continue;
       if (get_ec) co_return leader_result{get_ec, std::nullopt};
-      if (data != last_seen) co_return leader_result{error_code{}, std::move(data)};
+      bool another_node = leader_node && *leader_node != node;
+      if (data != last_seen || another_node) co_return leader_result{error_code{}, std::move(data)};
+      leader_node = node;
     }
     auto [wait_ec, event] = co_await changed.wait(with_ec);
     if (wait_ec) co_return leader_result{wait_ec, std::nullopt};
