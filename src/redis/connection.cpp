@@ -551,6 +551,11 @@ void connection_impl::lose(error_code why) {
   writing_ = false;
   write_wanted_ = false;
   error_code ignored;
+  // Commands written on this session may still be on their way (a silent
+  // server, a partition), and TCP would go on sending them after the close:
+  // a SET NX arriving after the heal would lock for a client that gave up on
+  // it. An abortive close (RST) drops them.
+  if (!queue_.empty()) socket_.set_option(asio::socket_base::linger(true, 0), ignored);
   socket_.close(ignored);
   tls_.reset();  // a new session gets a new TLS stream
   parser_.reset();
