@@ -1,0 +1,1 @@
+// Builds test/common/pch.hpp once (see test/CMakeLists.txt).
