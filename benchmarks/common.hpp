@@ -27,6 +27,14 @@ inline double cpu_us() {
   return us(ru.ru_utime) + us(ru.ru_stime);
 }
 
+/// The process's peak resident set size so far, in KiB (getrusage's
+/// ru_maxrss): per process, so it includes whatever ran earlier in it.
+inline long peak_rss_kb() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_maxrss;
+}
+
 /// Collects per-operation latencies and wall/CPU time for one scenario.
 class recorder {
  public:
@@ -45,7 +53,7 @@ class recorder {
   void add_latency_us(double us) { latencies_us_.push_back(us); }
 
   /// Prints {"bench":..,"impl":..,"ops":..,"seconds":..,"ops_per_s":..,"p50_us":..,
-  /// "p99_us":..,"cpu_us_per_op":.., plus `extra` (already-formatted "key":value pairs)}.
+  /// "p99_us":..,"cpu_us_per_op":..,"peak_rss_kb":.., plus `extra` (already-formatted "key":value pairs)}.
   void print(const std::string& bench, const std::string& impl, std::uint64_t ops,
              const std::string& extra = "") {
     if (quiet) return;
@@ -56,7 +64,7 @@ class recorder {
     out << "{\"bench\":\"" << bench << "\",\"impl\":\"" << impl << "\",\"ops\":" << ops
         << ",\"seconds\":" << seconds_ << ",\"ops_per_s\":" << (seconds_ > 0 ? ops / seconds_ : 0)
         << ",\"p50_us\":" << percentile(0.50) << ",\"p99_us\":" << percentile(0.99)
-        << ",\"cpu_us_per_op\":" << (ops ? cpu_used_us_ / ops : 0);
+        << ",\"cpu_us_per_op\":" << (ops ? cpu_used_us_ / ops : 0) << ",\"peak_rss_kb\":" << peak_rss_kb();
     if (!extra.empty()) out << "," << extra;
     out << "}\n";
     std::fputs(out.str().c_str(), stdout);

@@ -383,7 +383,9 @@ int main() {
       run_raw("redlock_5_concurrent", five, concurrent_clients, dlock::bench::scaled(concurrent_ops_each));
       run_dlock("redlock_5_concurrent", five, concurrent_clients, dlock::bench::scaled(concurrent_ops_each));
     }
-    {
+    // Pauses two masters: only when the scenario is wanted (a narrowed run,
+    // such as benchmarks/run --peers, must not stop servers for nothing).
+    if (dlock::bench::wanted("redlock_5_two_down", "raw") || dlock::bench::wanted("redlock_5_two_down", "dlock")) {
       stopped_masters stopped({"redis4", "redis5"});
       run_raw("redlock_5_two_down", five, 1, dlock::bench::scaled(sequential_ops));
       run_dlock("redlock_5_two_down", five, 1, dlock::bench::scaled(sequential_ops));

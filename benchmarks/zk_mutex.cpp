@@ -3,8 +3,10 @@
 //   zk_uncontended  one coroutine, one path, 2,000 acquire+release
 //   zk_contended    16 contenders on one path, 200 acquisitions each
 //   zk_many_locks   64 coroutines on 64 paths over one session, 200 each
+//   zk_ensemble_uncontended  zk_uncontended against the 3-node ensemble
+//                   (DLOCK_ZK_ENSEMBLE; skipped when unset): every write is a quorum write
 // plus zk_waiting_memory: client memory of 10,000 waiting acquirers (dlock).
-// Hosts: DLOCK_ZK_HOSTS (default 127.0.0.1:2181).
+// Hosts: DLOCK_ZK_HOSTS (default 127.0.0.1:2181), DLOCK_ZK_ENSEMBLE.
 #include "common.hpp"
 
 #include <dlock/zk/client.hpp>
@@ -36,7 +38,8 @@ using dlock::bench::recorder;
 
 namespace {
 
-const std::string hosts = dlock::bench::env_or("DLOCK_ZK_HOSTS", "127.0.0.1:2181");
+const std::string standalone_hosts = dlock::bench::env_or("DLOCK_ZK_HOSTS", "127.0.0.1:2181");
+const std::string ensemble_hosts = dlock::bench::env_or("DLOCK_ZK_ENSEMBLE", "");
 const std::string root = "/dlock-bench-" + std::to_string(getpid());
 
 // ---------------------------------------------------------------- raw ----
@@ -44,7 +47,7 @@ const std::string root = "/dlock-bench-" + std::to_string(getpid());
 struct raw_session {
   zhandle_t* zh = nullptr;
 
-  raw_session() {
+  explicit raw_session(const std::string& hosts) {
     zoo_set_debug_level(ZOO_LOG_LEVEL_ERROR);
     zh = zookeeper_init(hosts.c_str(), nullptr, 10000, nullptr, nullptr, 0);
     if (!zh) throw std::runtime_error("zookeeper_init");
@@ -142,9 +145,9 @@ void raw_ensure(zhandle_t* zh, const std::string& path) {
   zoo_acreate(zh, path.c_str(), "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, cb, &done);
 }
 
-void raw_scenario(const std::string& bench, int paths, int per_path, int rounds) {
+void raw_scenario(const std::string& bench, const std::string& hosts, int paths, int per_path, int rounds) {
   if (!dlock::bench::wanted(bench, "raw")) return;
-  raw_session s;
+  raw_session s(hosts);
   recorder rec;
   std::vector<std::unique_ptr<raw_contender>> contenders;
   int running = paths * per_path;
@@ -190,7 +193,7 @@ asio::awaitable<void> ensure_node(dlock::zk::client& zk, std::string path) {
 }
 
 // Connects, runs the contenders, closes: io.run() returns once the client is closed.
-asio::awaitable<void> dlock_main(std::string bench, int paths, int per_path, int rounds) {
+asio::awaitable<void> dlock_main(std::string bench, std::string hosts, int paths, int per_path, int rounds) {
   auto ex = co_await asio::this_coro::executor;
   dlock::zk::options opts;
   opts.hosts = hosts;
@@ -213,10 +216,10 @@ asio::awaitable<void> dlock_main(std::string bench, int paths, int per_path, int
   co_await zk.close();
 }
 
-void dlock_scenario(const std::string& bench, int paths, int per_path, int rounds) {
+void dlock_scenario(const std::string& bench, const std::string& hosts, int paths, int per_path, int rounds) {
   if (!dlock::bench::wanted(bench, "dlock")) return;
   asio::io_context io(1);
-  asio::co_spawn(io, dlock_main(bench, paths, per_path, rounds), asio::detached);
+  asio::co_spawn(io, dlock_main(bench, hosts, paths, per_path, rounds), asio::detached);
   io.run();
 }
 
@@ -241,7 +244,7 @@ asio::awaitable<void> waiter(dlock::zk::mutex& m, std::shared_ptr<int> created) 
 asio::awaitable<void> memory_scenario(int waiters) {
   auto ex = co_await asio::this_coro::executor;
   dlock::zk::options opts;
-  opts.hosts = hosts;
+  opts.hosts = standalone_hosts;
   dlock::zk::client zk(ex, opts);
   co_await zk.connect();
   co_await ensure_node(zk, root);
@@ -293,16 +296,24 @@ void dlock_memory(int waiters) {
 int main(int argc, char** argv) {
   std::string only = argc > 1 ? argv[1] : "";
   if (only.empty() || only == "zk_uncontended") {
-    raw_scenario("zk_uncontended", 1, 1, 2000);
-    dlock_scenario("zk_uncontended", 1, 1, 2000);
+    raw_scenario("zk_uncontended", standalone_hosts, 1, 1, 2000);
+    dlock_scenario("zk_uncontended", standalone_hosts, 1, 1, 2000);
   }
   if (only.empty() || only == "zk_contended") {
-    raw_scenario("zk_contended", 1, 16, 200);
-    dlock_scenario("zk_contended", 1, 16, 200);
+    raw_scenario("zk_contended", standalone_hosts, 1, 16, 200);
+    dlock_scenario("zk_contended", standalone_hosts, 1, 16, 200);
   }
   if (only.empty() || only == "zk_many_locks") {
-    raw_scenario("zk_many_locks", 64, 1, 200);
-    dlock_scenario("zk_many_locks", 64, 1, 200);
+    raw_scenario("zk_many_locks", standalone_hosts, 64, 1, 200);
+    dlock_scenario("zk_many_locks", standalone_hosts, 64, 1, 200);
+  }
+  if (only.empty() || only == "zk_ensemble_uncontended") {
+    if (ensemble_hosts.empty()) {
+      std::fprintf(stderr, "zk_mutex: DLOCK_ZK_ENSEMBLE unset, zk_ensemble_uncontended skipped\n");
+    } else {
+      raw_scenario("zk_ensemble_uncontended", ensemble_hosts, 1, 1, 2000);
+      dlock_scenario("zk_ensemble_uncontended", ensemble_hosts, 1, 1, 2000);
+    }
   }
   if (only.empty() || only == "zk_waiting_memory") dlock_memory(argc > 2 ? std::atoi(argv[2]) : 10000);
   return 0;
