@@ -1,5 +1,6 @@
-// Errors common to every lock, election and queue in dlock, whatever the backend.
-// Backend failures keep their own categories (dlock::zk::error, dlock::redis::error).
+/// @file
+/// Errors common to every lock, election and queue in dlock, whatever the backend.
+/// Backend failures keep their own categories (dlock::zk::error, dlock::redis::error).
 #pragma once
 
 #include <dlock/config.hpp>
@@ -9,6 +10,7 @@
 
 namespace dlock {
 
+/// Outcomes common to every backend (category `dlock::error_category()`).
 enum class error {
   invalid_argument = 1,  ///< a path, key, TTL or option the operation cannot accept
   already_held,          ///< acquire on a lock this object already holds (locks are not reentrant)
@@ -27,13 +29,17 @@ enum class error {
                          ///< has not finished yet: one operation at a time
 };
 
+/// The category of `dlock::error` (name "dlock").
 const boost::system::error_category& error_category() noexcept;
 
+/// Makes `dlock::error` values convertible to `error_code`.
 inline error_code make_error_code(error e) noexcept {
   return error_code(static_cast<int>(e), error_category());
 }
 
 }  // namespace dlock
 
+/// @cond
 template <>
 struct boost::system::is_error_code_enum<dlock::error> : std::true_type {};
+/// @endcond

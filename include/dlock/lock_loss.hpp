@@ -1,10 +1,11 @@
-// The loss of a held lock, told to its holder.
-//
-// A lock can be lost while held: its ZooKeeper session expires (or, by
-// policy, is suspended), or a Redis lock's validity runs out before an
-// extension succeeds. Every dlock lock owns one `lock_loss`; holders either
-// `co_await` it or bind a cancellation signal to it so the critical section
-// is cancelled the moment the lock is gone.
+/// @file
+/// The loss of a held lock, told to its holder.
+///
+/// A lock can be lost while held: its ZooKeeper session expires (or, by
+/// policy, is suspended), or a Redis lock's validity runs out before an
+/// extension succeeds. Every dlock lock owns one `lock_loss`; holders either
+/// `co_await` it or bind a cancellation signal to it so the critical section
+/// is cancelled the moment the lock is gone.
 #pragma once
 
 #include <dlock/config.hpp>
@@ -19,6 +20,8 @@
 
 namespace dlock {
 
+/// Tells a lock's holder that the hold is lost.
+///
 /// Thread-safe: the holder may wait, bind, unbind and ask from any thread
 /// while the lock arms, fires and disarms it on its own executor (the
 /// ZooKeeper client's strand, or the Redis connection's executor), so an
@@ -27,10 +30,11 @@ namespace dlock {
 /// the lock's).
 class lock_loss {
  public:
+  /// A loss for a lock running on `executor` (not armed).
   explicit lock_loss(asio::any_io_executor executor);
   ~lock_loss();  ///< waiters complete with operation_aborted
-  lock_loss(const lock_loss&) = delete;
-  lock_loss& operator=(const lock_loss&) = delete;
+  lock_loss(const lock_loss&) = delete;             ///< not copyable
+  lock_loss& operator=(const lock_loss&) = delete;  ///< not copyable
 
   // --- for holders ---
 
@@ -67,6 +71,7 @@ class lock_loss {
   /// lock's own: right for one thread; with several, pass your strand.
   void bind(asio::cancellation_signal& signal, asio::any_io_executor executor,
             asio::cancellation_type type = asio::cancellation_type::terminal);
+  /// The same, emitting on the lock's executor.
   void bind(asio::cancellation_signal& signal,
             asio::cancellation_type type = asio::cancellation_type::terminal);
   /// After it returns, nothing is emitted on `signal` (called on the

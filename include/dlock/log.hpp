@@ -1,4 +1,5 @@
-// The log hook. dlock never prints; it hands messages to a function you set.
+/// @file
+/// The log hook. dlock never prints; it hands messages to a function you set.
 #pragma once
 
 #include <functional>
@@ -6,7 +7,13 @@
 
 namespace dlock {
 
-enum class log_level { debug, info, warning, error };
+/// How important a log message is, lowest first.
+enum class log_level {
+  debug,    ///< detail, for tracing a problem
+  info,     ///< notable events: sessions, reconnections, recoveries
+  warning,  ///< a problem dlock works around
+  error,    ///< a failure: a handshake refused, a node that could not be deleted
+};
 
 /// Receives every log message from dlock (and from the ZooKeeper C client,
 /// routed through it). Called on the thread that runs the io_context.

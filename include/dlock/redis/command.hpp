@@ -1,4 +1,5 @@
-// A Redis command, encoded as a RESP array of bulk strings (binary safe).
+/// @file
+/// A Redis command, encoded as a RESP array of bulk strings (binary safe).
 #pragma once
 
 #include <charconv>
@@ -11,13 +12,17 @@
 
 namespace dlock::redis {
 
+/// A Redis command: its arguments, encoded as RESP bulk strings.
+///
 /// Arguments are encoded as they are added; the header is prepended by
 /// `encoded()`. Strings may hold any bytes (NUL, CR, LF).
 ///
-///   command{"SET", key, token, "NX", "PX"}.arg(ttl_ms)
+///     command{"SET", key, token, "NX", "PX"}.arg(ttl_ms)
 class command {
  public:
-  command() = default;
+  command() = default;  ///< no arguments yet
+
+  /// The arguments in order, the command's name first.
   command(std::initializer_list<std::string_view> args) {
     for (auto a : args) arg(a);
   }
@@ -28,10 +33,12 @@ class command {
     arg(name);
     (arg(args), ...);
   }
+  /// The arguments in order, the command's name first.
   explicit command(const std::vector<std::string>& args) {
     for (const auto& a : args) arg(a);
   }
 
+  /// Appends an argument (any bytes).
   command& arg(std::string_view a) {
     if (body_.empty()) body_.reserve(160 + a.size());  // room for a lock's SET or script call, and the header
     body_ += '$';
@@ -42,8 +49,10 @@ class command {
     ++count_;
     return *this;
   }
-  command& arg(const char* a) { return arg(std::string_view(a)); }
-  command& arg(const std::string& a) { return arg(std::string_view(a)); }
+  command& arg(const char* a) { return arg(std::string_view(a)); }         ///< appends a C string
+  command& arg(const std::string& a) { return arg(std::string_view(a)); }  ///< appends a string
+
+  /// Appends an integer, in decimal.
   template <class Int, std::enable_if_t<std::is_integral_v<Int>, int> = 0>
   command& arg(Int v) {
     char digits[24];
@@ -51,8 +60,8 @@ class command {
     return arg(std::string_view(digits, static_cast<std::size_t>(end - digits)));
   }
 
-  std::size_t size() const noexcept { return count_; }
-  bool empty() const noexcept { return count_ == 0; }
+  std::size_t size() const noexcept { return count_; }   ///< the number of arguments
+  bool empty() const noexcept { return count_ == 0; }  ///< true without arguments
 
   /// The full RESP encoding ("*N\r\n" + arguments).
   std::string encoded() const {

@@ -1,4 +1,5 @@
-// A Redis connection shared by many coroutines, with automatic pipelining.
+/// @file
+/// A Redis connection shared by many coroutines, with automatic pipelining.
 #pragma once
 
 #include <dlock/config.hpp>
@@ -27,6 +28,7 @@ class connection_impl;
 struct connection_access;  // dlock's own locks: continuations run without an extra hop
 }
 
+/// Where a `redis::connection` is in its life.
 enum class connection_state : std::uint8_t {
   disconnected,  ///< never connected, or waiting for the next reconnect attempt
   connecting,    ///< resolving, connecting or in the handshake (AUTH, SELECT, SETNAME)
@@ -43,6 +45,8 @@ struct connection_stats {
   std::uint64_t pending = 0;   ///< commands now waiting to be written or for their reply
 };
 
+/// A Redis connection shared by many coroutines, with automatic pipelining.
+///
 /// Commands issued by any number of coroutines are queued; while one write is
 /// in flight the next ones wait and go out together in the following write.
 /// Replies are matched to commands in order by one reader loop, one for one,
@@ -85,16 +89,18 @@ struct connection_stats {
 /// destroying the handle closes the connection.
 class connection {
  public:
+  /// A connection to the server `opts` names, running on `executor`; nothing
+  /// is sent before `connect()`.
   connection(asio::any_io_executor executor, options opts);
-  ~connection();
-  connection(connection&&) noexcept;
-  connection& operator=(connection&&) noexcept;
+  ~connection();  ///< closes the connection (see `close()`)
+  connection(connection&&) noexcept;             ///< takes over `other`'s connection
+  connection& operator=(connection&&) noexcept;  ///< closes this one, takes over `other`'s
 
   /// The executor the connection runs on (the one it was given).
   asio::any_io_executor get_executor() const noexcept;
-  const options& get_options() const noexcept;
-  connection_state state() const noexcept;
-  connection_stats stats() const noexcept;
+  const options& get_options() const noexcept;  ///< the options it was given
+  connection_state state() const noexcept;      ///< where the connection is now
+  connection_stats stats() const noexcept;      ///< counters since construction
 
   /// Starts the connection (once; later calls join it) and completes when it
   /// is connected, or with the error of the first attempt that fails
@@ -157,6 +163,7 @@ class connection {
             std::initializer_list<std::string_view> args, Token&& token = {}) {
     return eval(s, eval_tail(keys, args), std::forward<Token>(token));
   }
+  /// The same with keys and arguments as vectors.
   template <class Token = default_token>
   auto eval(const script& s, const std::vector<std::string>& keys,
             const std::vector<std::string>& args, Token&& token = {}) {
@@ -173,6 +180,8 @@ class connection {
         token, s.shared(), std::move(tail));
   }
 
+  /// Encodes numkeys, `keys` and `args` for `eval(s, tail)`: build it once,
+  /// reuse it for many calls.
   template <class Strings>
   static command eval_tail(const Strings& keys, const Strings& args) {
     command c;
@@ -181,6 +190,7 @@ class connection {
     for (const auto& a : args) c.arg(std::string_view(a));
     return c;
   }
+  /// The same from braced lists.
   static command eval_tail(std::initializer_list<std::string_view> keys,
                            std::initializer_list<std::string_view> args) {
     command c;

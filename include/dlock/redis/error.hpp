@@ -1,5 +1,6 @@
-// Failures of the Redis backend: the connection, the server, the protocol.
-// Lock outcomes (taken, not_owned, ...) use dlock::error.
+/// @file
+/// Failures of the Redis backend: the connection, the server, the protocol.
+/// Lock outcomes (taken, not_owned, ...) use dlock::error.
 #pragma once
 
 #include <dlock/config.hpp>
@@ -8,6 +9,7 @@
 
 namespace dlock::redis {
 
+/// Failures of a Redis connection or server (category `dlock::redis::error_category()`).
 enum class error {
   server_error = 1,   ///< the server answered with an error reply (message in the reply)
   no_script,          ///< NOSCRIPT: the script is not in the server's cache
@@ -18,6 +20,7 @@ enum class error {
   connection_lost,    ///< the connection broke before the reply arrived
   timed_out,          ///< no reply within the per-command timeout (or connect timeout)
   protocol_error,     ///< the byte stream is not valid RESP
+
   /// A script command was not run: the server's script cache was flushed
   /// (SCRIPT FLUSH, a restart behind a proxy, a failover) and commands issued
   /// after it were already sent, so running it now would run it after them.
@@ -25,13 +28,17 @@ enum class error {
   script_not_run,
 };
 
+/// The category of `redis::error` (name "dlock.redis").
 const boost::system::error_category& error_category() noexcept;
 
+/// Makes `redis::error` values convertible to `error_code`.
 inline error_code make_error_code(error e) noexcept {
   return error_code(static_cast<int>(e), error_category());
 }
 
 }  // namespace dlock::redis
 
+/// @cond
 template <>
 struct boost::system::is_error_code_enum<dlock::redis::error> : std::true_type {};
+/// @endcond

@@ -1,4 +1,5 @@
-// How a Redis connection reaches and greets its server.
+/// @file
+/// How a Redis connection reaches and greets its server.
 #pragma once
 
 #include <chrono>
@@ -7,17 +8,21 @@
 
 namespace dlock::redis {
 
+/// TLS settings of a connection.
+///
 /// TLS through asio::ssl (OpenSSL). Redis serves it on its own port
 /// (`tls-port`), so `options::port` must name that one.
 struct tls_options {
-  bool enabled = false;
+  bool enabled = false;  ///< connect with TLS
+
   /// PEM file of the CA(s) the server's certificate is checked against;
   /// empty: the system's default trust store.
   std::string ca_file;
   /// A client certificate and its key (PEM), for a server that asks for one
   /// (`tls-auth-clients yes`); empty: none.
   std::string cert_file;
-  std::string key_file;
+  std::string key_file;  ///< the key of `cert_file` (PEM)
+
   /// The name the server's certificate must carry (DNS name or IP address),
   /// also sent as SNI when it is a name; empty: `options::host`.
   std::string server_name;
@@ -26,13 +31,16 @@ struct tls_options {
   bool verify_peer = true;
 };
 
+/// How a `redis::connection` reaches its server and what it sends first.
 struct options {
-  std::string host = "127.0.0.1";
-  std::uint16_t port = 6379;
+  std::string host = "127.0.0.1";  ///< name or address of the server
+  std::uint16_t port = 6379;        ///< its port (the TLS port with `tls`)
+
   /// AUTH: `username` empty means the default user (`AUTH password`);
   /// `password` empty means no AUTH.
   std::string username;
-  std::string password;
+  std::string password;  ///< AUTH password (see `username`)
+
   /// SELECT, skipped when 0.
   int database = 0;
   /// CLIENT SETNAME, skipped when empty.
@@ -48,7 +56,8 @@ struct options {
   /// min must be positive and max at least min: connect() refuses them with
   /// dlock::error::invalid_argument otherwise.
   std::chrono::milliseconds reconnect_min{50};
-  std::chrono::milliseconds reconnect_max{2000};
+  std::chrono::milliseconds reconnect_max{2000};  ///< the longest reconnect delay (see `reconnect_min`)
+
   /// False: after the first loss the connection stays closed.
   bool reconnect = true;
   /// Off by default. A failed handshake fails `connect()` with the TLS

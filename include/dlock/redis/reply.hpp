@@ -1,4 +1,5 @@
-// One RESP2 reply: status, error, integer, bulk string, nil or array.
+/// @file
+/// One RESP2 reply: status, error, integer, bulk string, nil or array.
 #pragma once
 
 #include <cstdint>
@@ -8,21 +9,36 @@
 
 namespace dlock::redis {
 
+/// One reply of a Redis server (RESP2).
 class reply {
  public:
-  enum class kind : std::uint8_t { nil, status, error, integer, bulk, array };
+  /// The RESP2 reply types.
+  enum class kind : std::uint8_t {
+    nil,      ///< a null bulk string or array (a missing key)
+    status,   ///< a simple string, such as "OK"
+    error,    ///< an error, such as "ERR ..."
+    integer,  ///< a signed 64-bit integer
+    bulk,     ///< a binary-safe string
+    array,    ///< a list of replies
+  };
 
-  reply() = default;
-  static reply make_nil() { return reply(); }
+  reply() = default;  ///< a nil reply
+  static reply make_nil() { return reply(); }  ///< a nil reply
+
+  /// A status reply with text `s`.
   static reply make_status(std::string s) { return reply(kind::status, std::move(s)); }
+  /// An error reply with message `s`.
   static reply make_error(std::string s) { return reply(kind::error, std::move(s)); }
+  /// A bulk string reply holding `s`.
   static reply make_bulk(std::string s) { return reply(kind::bulk, std::move(s)); }
+  /// An integer reply.
   static reply make_integer(std::int64_t v) {
     reply r;
     r.kind_ = kind::integer;
     r.integer_ = v;
     return r;
   }
+  /// An array reply of `items`.
   static reply make_array(std::vector<reply> items) {
     reply r;
     r.kind_ = kind::array;
@@ -30,13 +46,13 @@ class reply {
     return r;
   }
 
-  kind type() const noexcept { return kind_; }
-  bool is_nil() const noexcept { return kind_ == kind::nil; }
-  bool is_status() const noexcept { return kind_ == kind::status; }
-  bool is_error() const noexcept { return kind_ == kind::error; }
-  bool is_integer() const noexcept { return kind_ == kind::integer; }
-  bool is_bulk() const noexcept { return kind_ == kind::bulk; }
-  bool is_array() const noexcept { return kind_ == kind::array; }
+  kind type() const noexcept { return kind_; }                       ///< the reply's type
+  bool is_nil() const noexcept { return kind_ == kind::nil; }          ///< type() is kind::nil
+  bool is_status() const noexcept { return kind_ == kind::status; }    ///< type() is kind::status
+  bool is_error() const noexcept { return kind_ == kind::error; }      ///< type() is kind::error
+  bool is_integer() const noexcept { return kind_ == kind::integer; }  ///< type() is kind::integer
+  bool is_bulk() const noexcept { return kind_ == kind::bulk; }        ///< type() is kind::bulk
+  bool is_array() const noexcept { return kind_ == kind::array; }      ///< type() is kind::array
 
   /// Integer replies; 0 for other kinds.
   std::int64_t integer() const noexcept { return integer_; }
@@ -46,6 +62,7 @@ class reply {
   std::string take_string() noexcept { return std::move(text_); }
   /// Array elements; empty otherwise.
   const std::vector<reply>& elements() const noexcept { return elements_; }
+  /// The same, to move elements out.
   std::vector<reply>& elements() noexcept { return elements_; }
 
   /// True for the status reply "OK".

@@ -1,4 +1,5 @@
-// A ZooKeeper session driven entirely by the user's io_context.
+/// @file
+/// A ZooKeeper session driven entirely by the user's io_context.
 #pragma once
 
 #include <dlock/config.hpp>
@@ -19,6 +20,7 @@
 #include <type_traits>
 #include <vector>
 
+/// ZooKeeper: the session client and the recipes built on it.
 namespace dlock::zk {
 
 namespace detail {
@@ -47,6 +49,14 @@ template <class Token>
 concept not_a_watch = !std::is_same_v<std::remove_cvref_t<Token>, zk::watch>;
 }  // namespace detail
 
+class client;
+namespace detail {
+/// For dlock's recipes: a handle on `owner`'s session that does not close it.
+/// Background work (a release retried after a loss) holds one, so it meets a
+/// closed session, never freed memory, once the user's client is gone.
+client borrow_session(const client& owner);
+}  // namespace detail
+
 /// One ZooKeeper session (re-opened after expiry if the options say so).
 ///
 /// Every operation takes a completion token (default `dlock::default_token`,
@@ -67,24 +77,18 @@ concept not_a_watch = !std::is_same_v<std::remove_cvref_t<Token>, zk::watch>;
 /// independent; calls into the C client are serialized process-wide. Use one
 /// client object from one thread at a time; initiating from the strand
 /// (`get_executor()`) is cheapest.
-class client;
-namespace detail {
-/// For dlock's recipes: a handle on `owner`'s session that does not close it.
-/// Background work (a release retried after a loss) holds one, so it meets a
-/// closed session, never freed memory, once the user's client is gone.
-client borrow_session(const client& owner);
-}  // namespace detail
-
 class client {
  public:
-  using executor_type = asio::any_io_executor;
+  using executor_type = asio::any_io_executor;  ///< the type of `get_executor()`
 
+  /// A client for the servers `opts` names, on a strand of `executor`;
+  /// nothing is sent before `connect()`.
   client(asio::any_io_executor executor, options opts);
   ~client();  ///< closes without waiting: pending operations complete with `dlock::error::closed`
-  client(client&&) noexcept = default;
-  client& operator=(client&&) noexcept = delete;
-  client(const client&) = delete;
-  client& operator=(const client&) = delete;
+  client(client&&) noexcept = default;             ///< takes over the session
+  client& operator=(client&&) noexcept = delete;  ///< not assignable
+  client(const client&) = delete;                 ///< not copyable
+  client& operator=(const client&) = delete;      ///< not copyable
 
   /// The client's strand.
   executor_type get_executor() const noexcept;
@@ -225,6 +229,7 @@ class client {
   }
 
   // --- Session facts (safe from any thread) ---
+  /// The session's state now (see `wait_state_change`).
   session_state state() const noexcept;
   /// The current session's id (0 before the first session); compare with a node's `ephemeral_owner`.
   std::int64_t session_id() const noexcept;

@@ -1,4 +1,5 @@
-// Leader election on ZooKeeper: the leader is whoever holds the election's lock.
+/// @file
+/// Leader election on ZooKeeper: the leader is whoever holds the election's lock.
 #pragma once
 
 #include <dlock/config.hpp>
@@ -17,11 +18,12 @@
 
 namespace dlock::zk {
 
+/// How a `leader_election` behaves.
 struct election_options {
   /// When leadership counts as lost: `standard` (Curator's default) on a
   /// suspended connection, `session` only when the session is lost.
   loss_policy policy = loss_policy::standard;
-  retry_policy retry;
+  retry_policy retry;  ///< how requests cut by a connection loss are retried
 };
 
 namespace detail {
@@ -32,6 +34,8 @@ void start_observe(client zk, std::string path, std::optional<std::string> last_
                    election_handler<std::optional<std::string>> h);
 }  // namespace detail
 
+/// A candidate in a leader election on ZooKeeper.
+///
 /// In the vocabulary of etcd's election and Curator's LeaderLatch. Each
 /// candidate is an ephemeral-sequential node under `path` carrying its id as
 /// data (the mutex's Curator-compatible `_c_<uuid>-lock-<seq>` names); the
@@ -49,6 +53,7 @@ void start_observe(client zk, std::string path, std::optional<std::string> last_
 /// `dlock::error::closed` (or finish), never touch freed memory.
 class leader_election {
  public:
+  /// A candidate of the election at `path` (its node), on `zk`'s session.
   leader_election(client& zk, std::string path, election_options options = {})
       : zk_(detail::borrow_session(zk)),
         path_(std::move(path)),
@@ -108,6 +113,7 @@ class leader_election {
   /// campaign, `loss().wait()` completes with `dlock::error::not_held`.
   lock_loss& loss() noexcept { return candidate_.loss(); }
 
+  /// The election's node.
   const std::string& path() const noexcept { return path_; }
 
  private:

@@ -1,5 +1,6 @@
-// Transactions: the operations `client::multi` applies all together or not
-// at all, and what it reports for each.
+/// @file
+/// Transactions: the operations `client::multi` applies all together or not
+/// at all, and what it reports for each.
 #pragma once
 
 #include <dlock/config.hpp>
@@ -15,7 +16,13 @@ namespace dlock::zk {
 
 /// One operation of a transaction (ZooKeeper's `Op`); build it with the factories.
 struct op {
-  enum class kind { create, remove, set, check };
+  /// Which operation.
+  enum class kind {
+    create,  ///< see `op::create`
+    remove,  ///< see `op::remove`
+    set,     ///< see `op::set`
+    check,   ///< see `op::check`
+  };
 
   /// Creates `path` (for sequential modes, `path` is the prefix), with the
   /// client's default ACL. Not `create_mode::container`: the C client cannot
@@ -28,11 +35,11 @@ struct op {
   /// Requires `path` to exist with this version (-1: any version, existence only).
   static op check(std::string path, std::int32_t version = -1);
 
-  kind type = kind::check;
-  std::string path;
-  std::string data;
-  create_mode mode = create_mode::persistent;
-  std::int32_t version = -1;
+  kind type = kind::check;                     ///< the operation
+  std::string path;                            ///< the node (a prefix for sequential creates)
+  std::string data;                            ///< create and set: the node's data
+  create_mode mode = create_mode::persistent;  ///< create: the node's mode
+  std::int32_t version = -1;                   ///< remove, set, check: the version required (-1: any)
 };
 
 /// One operation's outcome.

@@ -1,4 +1,5 @@
-// How a dlock::zk::client connects.
+/// @file
+/// How a dlock::zk::client connects.
 #pragma once
 
 #include <chrono>
@@ -17,10 +18,11 @@ enum class acl_policy {
 
 /// A `digest` identity, "user:password", added with `zoo_add_auth` on connect.
 struct digest_credentials {
-  std::string user;
-  std::string password;
+  std::string user;      ///< the user name
+  std::string password;  ///< its password
 };
 
+/// How a `zk::client` connects and what its session is like.
 struct options {
   /// "host:port,host:port[/chroot]". Numeric addresses avoid DNS entirely;
   /// names are resolved once per (re)connection, never per poll.
@@ -30,14 +32,16 @@ struct options {
   std::chrono::milliseconds session_timeout{10'000};
   /// Limit for `connect()` to see a session established.
   std::chrono::milliseconds connect_timeout{15'000};
+  /// Identities added to each session (see `acl_policy::creator_all`).
   std::vector<digest_credentials> digest_auth;
-  acl_policy default_acl = acl_policy::open;
+  acl_policy default_acl = acl_policy::open;  ///< the ACL of the nodes the client creates
+
   /// After the session expires, open a fresh one (reported as `connected`
   /// after `lost`). When false the client stays `lost` until closed.
   bool reopen_on_expiry = true;
   /// Resume an existing session (both set) instead of creating one.
   std::int64_t session_id = 0;
-  std::string session_password;
+  std::string session_password;  ///< see `session_id`
 };
 
 }  // namespace dlock::zk

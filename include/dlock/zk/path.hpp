@@ -1,4 +1,5 @@
-// ZooKeeper path rules, checked locally before anything is sent.
+/// @file
+/// ZooKeeper path rules, checked locally before anything is sent.
 #pragma once
 
 #include <dlock/config.hpp>

@@ -1,4 +1,5 @@
-// The ZooKeeper recipe's distributed FIFO queue.
+/// @file
+/// The ZooKeeper recipe's distributed FIFO queue.
 #pragma once
 
 #include <dlock/config.hpp>
@@ -16,6 +17,7 @@
 
 namespace dlock::zk {
 
+/// How a `zk::queue` behaves.
 struct queue_options {
   /// The largest item accepted. ZooKeeper drops the connection of a client
   /// that sends a packet over its `jute.maxbuffer` (1 MiB - 1 by default), so
@@ -31,8 +33,9 @@ struct queue_options {
 /// session, until `ack` removes it or `release` (or the end of the session)
 /// returns it to the queue.
 struct claimed_item {
-  std::string data;
+  std::string data;  ///< the item
   std::string name;  ///< the item's node name ("qn-0000000042")
+
   /// The claim node's creation zxid: `ack` and `release` delete a claim only
   /// if it is still this one (0: any claim owned by the current session).
   std::int64_t claim_zxid = 0;
@@ -59,6 +62,8 @@ void start_release_claim(const queue_state_ptr& q, claimed_item item, queue_hand
 queue_state_ptr make_queue_state(client& zk, std::string path, queue_options options);
 }  // namespace detail
 
+/// A distributed FIFO queue on ZooKeeper.
+///
 /// Items are persistent-sequential `qn-<seq>` children of the queue node
 /// (the ZooKeeper recipe's format), taken in sequence order. Children
 /// without the `qn-` prefix are ignored, with a log line.

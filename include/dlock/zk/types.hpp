@@ -1,5 +1,6 @@
-// Values the ZooKeeper client hands back: node metadata, create modes,
-// session states, watch events and counters.
+/// @file
+/// Values the ZooKeeper client hands back: node metadata, create modes,
+/// session states, watch events and counters.
 #pragma once
 
 #include <cstdint>
@@ -19,23 +20,24 @@ struct stat {
   std::int32_t cversion = 0;         ///< children version
   std::int32_t aversion = 0;         ///< ACL version
   std::int64_t ephemeral_owner = 0;  ///< owning session id if ephemeral, else 0
-  std::int32_t data_length = 0;
-  std::int32_t num_children = 0;
+  std::int32_t data_length = 0;      ///< bytes of data
+  std::int32_t num_children = 0;     ///< number of children
 };
 
+/// What kind of node `client::create` makes.
 enum class create_mode {
-  persistent,
+  persistent,             ///< stays until deleted
   ephemeral,              ///< removed when the creating session ends
   persistent_sequential,  ///< the server appends a 10-digit counter to the name
-  ephemeral_sequential,
+  ephemeral_sequential,   ///< ephemeral, with the sequence counter
   container,              ///< removed by the server once its last child is gone
 };
 
 /// What `create` returns: the path actually created (with the sequence
 /// suffix, without the chroot) and its metadata.
 struct created {
-  std::string path;
-  zk::stat stat;
+  std::string path;  ///< the node created
+  zk::stat stat;     ///< its metadata
 };
 
 /// The session as the client can vouch for it (Curator's vocabulary).
@@ -48,8 +50,10 @@ enum class session_state {
   closed,       ///< `close()` was called or the client was destroyed
 };
 
+/// The state's name ("connected", ...), for logs.
 std::string_view to_string(session_state state) noexcept;
 
+/// What a watch saw happen.
 enum class watch_event_type {
   created,           ///< the node was created (an `exists` watch on a missing node)
   deleted,           ///< the node was deleted
@@ -57,10 +61,12 @@ enum class watch_event_type {
   children_changed,  ///< a child was created or deleted
 };
 
+/// The event type's name ("deleted", ...), for logs.
 std::string_view to_string(watch_event_type type) noexcept;
 
+/// A fired watch: what happened, to which node.
 struct watch_event {
-  watch_event_type type = watch_event_type::data_changed;
+  watch_event_type type = watch_event_type::data_changed;  ///< what happened
   std::string path;  ///< the watched path (without the chroot)
 };
 

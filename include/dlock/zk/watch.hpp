@@ -1,4 +1,5 @@
-// A one-shot ZooKeeper watch whose event you co_await.
+/// @file
+/// A one-shot ZooKeeper watch whose event you co_await.
 #pragma once
 
 #include <dlock/config.hpp>
@@ -25,6 +26,8 @@ void start_watch_wait(const std::shared_ptr<watch_state>& state, watch_handler h
 void cancel_watch(const std::shared_ptr<watch_state>& state);
 }  // namespace detail
 
+/// A one-shot ZooKeeper watch whose event you co_await.
+///
 /// Owned by the caller and armed by `client::get/exists/get_children(path, w)`.
 /// It fires once. If the arming call fails (e.g. `get` on a missing node) no
 /// watch is left behind and `wait` completes with that call's error.
@@ -34,12 +37,12 @@ void cancel_watch(const std::shared_ptr<watch_state>& state);
 /// Thread safety: like the client, use it from one thread (or strand) at a time.
 class watch {
  public:
-  watch() = default;
+  watch() = default;  ///< not armed
   ~watch();  ///< cancels
-  watch(watch&&) noexcept = default;
-  watch& operator=(watch&& other) noexcept;
-  watch(const watch&) = delete;
-  watch& operator=(const watch&) = delete;
+  watch(watch&&) noexcept = default;         ///< takes over `other`'s watch
+  watch& operator=(watch&& other) noexcept;  ///< cancels this one, takes over `other`'s
+  watch(const watch&) = delete;              ///< not copyable
+  watch& operator=(const watch&) = delete;   ///< not copyable
 
   /// True once armed (even if already fired), until cancelled or re-armed.
   bool armed() const noexcept { return static_cast<bool>(state_); }

@@ -6,6 +6,8 @@
 
 namespace dlock::redis {
 
+/// How a `redlock` acquires, retries and extends.
+///
 /// Defaults follow node-redlock (drift 0.01, 10 retries, 200 ms +/- 100 ms)
 /// and the Redis distlock document (per-master timeout of a few tens of ms).
 struct redlock_options {
@@ -20,7 +22,8 @@ struct redlock_options {
   int retry_count = 10;
   /// Pause between attempts: retry_delay +/- a uniform random retry_jitter.
   std::chrono::milliseconds retry_delay{200};
-  std::chrono::milliseconds retry_jitter{100};
+  std::chrono::milliseconds retry_jitter{100};  ///< see `retry_delay`
+
   /// Overall limit for `acquire()`, all attempts included; zero means no limit
   /// other than `retry_count`.
   std::chrono::milliseconds wait_limit{0};
@@ -28,8 +31,8 @@ struct redlock_options {
   /// Keep the lock alive while held by extending it every
   /// `ttl * extend_fraction`, until `release()` or `max_hold` (zero: no cap).
   bool auto_extend = false;
-  double extend_fraction = 1.0 / 3.0;
-  std::chrono::milliseconds max_hold{0};
+  double extend_fraction = 1.0 / 3.0;     ///< see `auto_extend`
+  std::chrono::milliseconds max_hold{0};  ///< see `auto_extend`
 };
 
 namespace detail {

@@ -21,12 +21,13 @@ enum class loss_policy {
 /// Retries of recoverable errors (connection loss) while acquiring.
 using retry_policy = detail::retry_policy;
 
+/// How a ZooKeeper lock behaves.
 struct lock_options {
   /// Stored as the lock node's data and shown by `participants()`:
   /// empty means "<hostname>:<pid>".
   std::string identifier;
-  loss_policy policy = loss_policy::standard;
-  retry_policy retry;
+  loss_policy policy = loss_policy::standard;  ///< when a held lock counts as lost
+  retry_policy retry;                          ///< retries of a connection loss while acquiring
 };
 
 }  // namespace dlock::zk

@@ -1,0 +1,47 @@
+# Debian packages, built by `cpack -G DEB` (see scripts/package):
+#   libdlock-dev  the headers, libdlock.a, the CMake package files and dlock.pc (component `dev`)
+#   dlock         the command-line tool (component `tool`)
+# Configure with -DCMAKE_INSTALL_PREFIX=/usr: the packages install there, and
+# GNUInstallDirs then picks Debian's multiarch library folder.
+
+# pkg-config, for builds without CMake: `pkg-config --cflags --libs dlock`.
+configure_file(${PROJECT_SOURCE_DIR}/cmake/dlock.pc.in ${PROJECT_BINARY_DIR}/dlock.pc @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/dlock.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig COMPONENT dev)
+
+# CPack packages the top-level project: not when dlock is built inside another one.
+if(NOT PROJECT_IS_TOP_LEVEL)
+  return()
+endif()
+
+set(CPACK_PACKAGE_NAME dlock)
+set(CPACK_PACKAGE_VENDOR "dlock")
+set(CPACK_PACKAGE_CONTACT "dlock maintainers <dlock@localhost>")
+set(CPACK_PACKAGING_INSTALL_PREFIX ${CMAKE_INSTALL_PREFIX})
+set(CPACK_STRIP_FILES ON)
+set(CPACK_DEB_COMPONENT_INSTALL ON)
+set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)  # name_version_arch.deb
+
+set(CPACK_DEBIAN_DEV_PACKAGE_NAME libdlock-dev)
+set(CPACK_DEBIAN_DEV_PACKAGE_SECTION libdevel)
+set(CPACK_COMPONENT_DEV_DESCRIPTION
+    "distributed locks over ZooKeeper and Redis for C++20 (Boost.Asio)
+dlock is a C++20 coroutine library on Boost.Asio for distributed locks and
+coordination over ZooKeeper (mutex, read/write lock, leader election, queue)
+and Redis (single-instance lock, Redlock). This package holds the headers,
+the static library, the CMake package (find_package(dlock CONFIG)) and a
+pkg-config file.")
+# What a program linking libdlock.a needs (the list cmake/dlockDependencies.cmake finds).
+set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS "libboost1.81-dev, libzookeeper-st-dev, libhiredis-dev, libssl-dev")
+
+set(CPACK_DEBIAN_TOOL_PACKAGE_NAME dlock)
+set(CPACK_DEBIAN_TOOL_PACKAGE_SECTION utils)
+set(CPACK_COMPONENT_TOOL_DESCRIPTION
+    "run a command under a distributed lock (ZooKeeper or Redis)
+The dlock command runs a program while holding a lock, leads an election or
+uses a queue, on ZooKeeper or Redis, and stops the program when the lock is
+lost.")
+# Its shared libraries (Boost.Program_options, the ZooKeeper C client, hiredis,
+# OpenSSL, libstdc++) become Depends through dpkg-shlibdeps.
+set(CPACK_DEBIAN_TOOL_PACKAGE_SHLIBDEPS ON)
+
+include(CPack)
