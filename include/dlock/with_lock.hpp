@@ -29,9 +29,16 @@ namespace detail {
 template <class Body>
 using with_lock_result = typename std::invoke_result_t<Body&>::value_type;
 
+template <class T>
+struct with_lock_signature_of {
+  using type = void(std::exception_ptr, T);
+};
+template <>
+struct with_lock_signature_of<void> {
+  using type = void(std::exception_ptr);
+};
 template <class Body>
-using with_lock_signature = std::conditional_t<std::is_void_v<with_lock_result<Body>>, void(std::exception_ptr),
-                                               void(std::exception_ptr, with_lock_result<Body>)>;
+using with_lock_signature = typename with_lock_signature_of<with_lock_result<Body>>::type;
 
 // The whole of with_lock, as one coroutine (a named function with by-value
 // parameters: g++ 12 miscompiles capturing coroutine lambdas).
