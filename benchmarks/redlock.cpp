@@ -289,7 +289,7 @@ asio::awaitable<void> lock_loop(asio::any_io_executor ex, std::vector<std::share
       continue;
     }
     auto release = l.release(tuple_token);
-    auto [ec_u, released] = co_await std::move(release);
+    auto [ec_u] = co_await std::move(release);
     if (ec_u) ++run->failures;
     run->rec.add_latency(bench_clock::now() - t0);
   }

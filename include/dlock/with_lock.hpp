@@ -3,8 +3,12 @@
 
 #include <dlock/config.hpp>
 #include <dlock/error.hpp>
+#include <dlock/lockable.hpp>
 
+#include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/associated_executor.hpp>
+#include <boost/asio/async_result.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/deferred.hpp>
@@ -20,33 +24,35 @@
 
 namespace dlock {
 
-/// Acquires `lock`, runs `body()` (which returns an `asio::awaitable<T>`),
-/// then releases the lock, whether the body returns, throws or is cancelled.
-///
-/// The body runs in its own coroutine and is cancelled (terminal) when the
-/// lock is lost; `with_lock` then throws `boost::system::system_error` with
-/// the loss reason. Cancelling the caller cancels the acquire or the body.
-/// The release is never cancelled: it runs to completion even after the
-/// caller was. Exceptions from the body are rethrown after the release.
-///
-/// `Lock` is any dlock lock: `acquire()`, `release()`, `loss()`.
-/// The io_context may run on several threads: the body runs on the caller's
-/// executor, the lock's operations move to the lock's, and the wait for a
-/// loss goes through `lock_loss`, which is thread-safe.
-/// With g++ 12, pass a named body (`auto body = [...]{...}; co_await
-/// with_lock(m, body);`) when its captures are not trivially destructible:
-/// a lambda temporary inside a `co_await` expression is destroyed twice.
+namespace detail {
+
+template <class Body>
+using with_lock_result = typename std::invoke_result_t<Body&>::value_type;
+
+template <class T>
+struct with_lock_signature_of {
+  using type = void(std::exception_ptr, T);
+};
+template <>
+struct with_lock_signature_of<void> {
+  using type = void(std::exception_ptr);
+};
+template <class Body>
+using with_lock_signature = typename with_lock_signature_of<with_lock_result<Body>>::type;
+
+// The whole of with_lock, as one coroutine (a named function with by-value
+// parameters: g++ 12 miscompiles capturing coroutine lambdas).
 template <class Lock, class Body>
-auto with_lock(Lock& lock, Body body) -> std::invoke_result_t<Body&> {
-  using result_type = typename std::invoke_result_t<Body&>::value_type;
+auto run_with_lock(Lock* lock, Body body) -> std::invoke_result_t<Body&> {
+  using result_type = with_lock_result<Body>;
   namespace ex = asio::experimental;
 
-  co_await lock.acquire(asio::use_awaitable);
+  co_await lock->acquire(asio::use_awaitable);
   auto executor = co_await asio::this_coro::executor;
   // Whichever ends first cancels the other: a loss cancels the body, the
   // body's end cancels the wait for a loss.
   auto group = ex::make_parallel_group(asio::co_spawn(executor, body(), asio::deferred),
-                                       lock.loss().wait(asio::deferred));
+                                       lock->loss().wait(asio::deferred));
   std::exception_ptr failure;
   error_code loss_reason;
   [[maybe_unused]] std::conditional_t<std::is_void_v<result_type>, int, result_type> value{};
@@ -65,16 +71,60 @@ auto with_lock(Lock& lock, Body body) -> std::invoke_result_t<Body&> {
   // let that cancellation throw before the release starts (release itself
   // ignores cancellation, so it runs to completion).
   co_await asio::this_coro::throw_if_cancelled(false);
-  // release() completes with the error first, and some locks add a value
-  // (Redlock: how many masters released): keep the error.
-  auto released = co_await lock.release(asio::as_tuple(asio::use_awaitable));
-  error_code release_ec = std::get<0>(released);
+  auto [release_ec] = co_await lock->release(asio::as_tuple(asio::use_awaitable));
   co_await asio::this_coro::throw_if_cancelled(true);
   if (loss_reason) throw boost::system::system_error(loss_reason, "dlock::with_lock: the lock was lost");
   if (failure) std::rethrow_exception(failure);
-  if (release_ec && release_ec != dlock::error::not_held)
-    throw boost::system::system_error(release_ec, "dlock::with_lock: release");
+  // A release after a loss reports the loss; a loss found only now (after the
+  // body ended) is still a loss the caller must hear of.
+  if (release_ec) throw boost::system::system_error(release_ec, "dlock::with_lock: release");
   if constexpr (!std::is_void_v<result_type>) co_return value;
+}
+
+}  // namespace detail
+
+/// Acquires `lock`, runs `body()` (which returns an `asio::awaitable<T>`),
+/// then releases the lock, whether the body returns, throws or is cancelled.
+///
+/// The body runs in its own coroutine and is cancelled (terminal) when the
+/// lock is lost; the operation then fails with `boost::system::system_error`
+/// carrying the loss reason. Exceptions from the body are passed on after the
+/// release. The io_context may run on several threads: the lock's operations
+/// move to the lock's executor, and the wait for a loss goes through
+/// `lock_loss`, which is thread-safe.
+///
+/// With g++ 12, pass a named body (`auto body = [...]{...}; co_await
+/// with_lock(m, body);`) when its captures are not trivially destructible:
+/// a lambda temporary inside a `co_await` expression is destroyed twice.
+///
+/// @param lock any `dlock::basic_lockable` (every dlock lock is one); it must
+///   outlive the operation.
+/// @param body a callable returning `asio::awaitable<T>`; moved into the operation.
+/// @param token the completion token (`co_await with_lock(m, body)` returns `T`).
+///   The default is `asio::use_awaitable`, not `dlock::default_token`: Boost
+///   1.81 cannot `co_await` a deferred operation whose signature is
+///   `void(std::exception_ptr, T)` (`awaitable_async_op_handler::resume`
+///   dereferences the wrong member). `asio::as_tuple(asio::deferred)` works.
+/// @par Handler signature
+/// `void(std::exception_ptr, T)`, or `void(std::exception_ptr)` when `T` is `void`.
+/// @par Executor
+/// The acquire, the body and the release run as one coroutine on the
+/// handler's associated executor (else the lock's); the handler is called there.
+/// @par Cancellation
+/// Terminal, from the handler's slot: cancels the acquire or the body. The
+/// release is never cancelled: it runs to completion even after the caller
+/// was cancelled.
+/// @par Errors
+/// A `system_error` with: the acquire's error; the loss reason when the lock
+/// was lost; the body's own exception; or the release's error.
+template <basic_lockable Lock, class Body, class CompletionToken = asio::use_awaitable_t<>>
+auto with_lock(Lock& lock, Body body, CompletionToken&& token = {}) {
+  return asio::async_initiate<CompletionToken, detail::with_lock_signature<Body>>(
+      [](auto handler, Lock* l, Body b) {
+        asio::any_io_executor executor = asio::get_associated_executor(handler, l->get_executor());
+        asio::co_spawn(executor, detail::run_with_lock(l, std::move(b)), std::move(handler));
+      },
+      token, &lock, std::move(body));
 }
 
 }  // namespace dlock

@@ -17,6 +17,7 @@
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
 
 #include <optional>
 #include <random>
@@ -58,6 +59,7 @@ constexpr int max_cleanup_sends = 10;
 // An acquire that waits for cleanups in flight before sending its SET.
 struct waiting_acquire {
   bool retry;
+  std::chrono::milliseconds wait;
   asio::any_completion_handler<void(error_code)> handler;
   bool in_place;
 };
@@ -90,6 +92,9 @@ struct lock_state : std::enable_shared_from_this<lock_state> {
   bool held = false;
   bool acquiring = false;
   bool releasing = false;
+  // The last hold was released (or given up by ~lock): a second release is a
+  // no-op that succeeds, as on every dlock lock. Cleared when an acquire starts.
+  bool released = false;
   bool destroyed = false;  // ~lock ran: an acquire in progress gives up
   // Compare-and-deletes sent and not answered yet. No SET NX is sent while
   // one is: its reply (or timeout) comes first, whatever the connection does
@@ -107,8 +112,8 @@ struct lock_state : std::enable_shared_from_this<lock_state> {
 
 namespace {
 
-void send_first_set(std::shared_ptr<lock_state> s, bool retry, asio::any_completion_handler<void(error_code)> h,
-                    bool in_place);
+void send_first_set(std::shared_ptr<lock_state> s, bool retry, std::chrono::milliseconds wait,
+                    asio::any_completion_handler<void(error_code)> h, bool in_place);
 
 // ---- cleanups: the compare-and-delete of an attempt's token ----
 
@@ -150,7 +155,7 @@ void cleanup_answered(const std::shared_ptr<lock_state>& s) {
   if (--s->cleanups_in_flight > 0 || !s->waiting) return;
   auto w = std::move(*s->waiting);
   s->waiting.reset();
-  send_first_set(s, w.retry, std::move(w.handler), w.in_place);
+  send_first_set(s, w.retry, w.wait, std::move(w.handler), w.in_place);
 }
 
 void cleanup_reply::operator()(error_code ec, reply) {
@@ -242,7 +247,8 @@ attempt_result settle_attempt(const std::shared_ptr<lock_state>& s, std::string&
 asio::awaitable<error_code> attempts(std::shared_ptr<lock_state> s, steady_time give_up) {
   for (;;) {
     auto delay = retry_delay(s->opts.retry_delay, s->opts.retry_jitter, s->random);
-    if (steady_clock::now() + delay >= give_up) co_return dlock::error::taken;
+    // An attempt that would start after the wait ends could not finish in it.
+    if (steady_clock::now() + delay >= give_up) co_return dlock::error::timed_out;
     s->retry_pause.expires_after(delay);
     auto [wait_ec] = co_await s->retry_pause.async_wait(tuple_token);
     if (s->destroyed) co_return asio::error::operation_aborted;
@@ -263,6 +269,8 @@ asio::awaitable<error_code> attempts(std::shared_ptr<lock_state> s, steady_time 
 
 asio::awaitable<error_code> retry_coro(std::shared_ptr<lock_state> s, steady_time give_up) {
   error_code result;
+  // Partial cancellation too, like every acquire (co_spawn passes only terminal by default).
+  co_await asio::this_coro::reset_cancellation_state(asio::enable_partial_cancellation());
   try {
     auto trying = attempts(s, give_up);
     result = co_await std::move(trying);
@@ -285,13 +293,13 @@ asio::awaitable<error_code> delete_held(std::shared_ptr<lock_state> s, std::stri
 }
 
 // The release path when auto-extension may have an extension in flight.
-asio::awaitable<error_code> release_coro(std::shared_ptr<lock_state> s, std::string token) {
+asio::awaitable<error_code> release_coro(std::shared_ptr<lock_state> s, std::string token, error_code loss_reason) {
   auto stopping = s->extender.stop(tuple_token);
   co_await std::move(stopping);  // no extension outlives the release
   auto deleting = delete_held(s, std::move(token));
   auto ec = co_await std::move(deleting);
   s->releasing = false;
-  co_return ec;
+  co_return loss_reason ? loss_reason : ec;
 }
 
 asio::awaitable<error_code> extend_coro(std::shared_ptr<lock_state> s, std::chrono::milliseconds ttl) {
@@ -384,14 +392,14 @@ struct set_reply {
   }
 };
 
-void send_first_set(std::shared_ptr<lock_state> s, bool retry, asio::any_completion_handler<void(error_code)> h,
-                    bool in_place) {
+void send_first_set(std::shared_ptr<lock_state> s, bool retry, std::chrono::milliseconds wait,
+                    asio::any_completion_handler<void(error_code)> h, bool in_place) {
   auto sent = steady_clock::now();
   std::string token = make_token();  // fresh for every attempt
   command set{"SET", s->key, token, "NX", "PX"};
   set.arg(s->opts.ttl.count());
   auto slot = asio::get_associated_cancellation_slot(h);
-  auto give_up = sent + s->opts.wait;
+  auto give_up = sent + wait;
   auto& conn = *s->conn;
   connection_access::submit(conn, encode(std::move(set)),
                             set_reply{std::move(s), std::move(token), sent, give_up, retry, in_place, slot, std::move(h)});
@@ -408,18 +416,21 @@ error_code validate_options(std::string_view key, const lock_options& o) {
   return bad ? make_error_code(dlock::error::invalid_argument) : error_code();
 }
 
-void begin_acquire(std::shared_ptr<lock_state> s, bool retry, asio::any_completion_handler<void(error_code)> h,
-                   bool in_place) {
+void begin_acquire(std::shared_ptr<lock_state> s, bool retry, std::optional<std::chrono::milliseconds> limit,
+                   asio::any_completion_handler<void(error_code)> h, bool in_place) {
   error_code refuse = validate_options(s->key, s->opts);
+  if (!refuse && limit && *limit <= std::chrono::milliseconds::zero()) refuse = dlock::error::invalid_argument;
   if (!refuse && s->held) refuse = dlock::error::already_held;
   if (!refuse && (s->acquiring || s->releasing)) refuse = dlock::error::in_progress;
   if (refuse) return complete_soon(s, std::move(h), refuse);
   s->acquiring = true;
+  s->released = false;
+  auto wait = limit.value_or(s->opts.wait);
   if (s->cleanups_in_flight > 0) {  // an earlier attempt's cleanup goes first (see cleanup_answered)
-    s->waiting.emplace(waiting_acquire{retry, std::move(h), in_place});
+    s->waiting.emplace(waiting_acquire{retry, wait, std::move(h), in_place});
     return;
   }
-  send_first_set(std::move(s), retry, std::move(h), in_place);
+  send_first_set(std::move(s), retry, wait, std::move(h), in_place);
 }
 
 // Completion of the compare-and-delete (on the connection's executor).
@@ -428,6 +439,7 @@ struct release_reply {
   std::string token;
   asio::any_completion_handler<void(error_code)> handler;
   bool in_place;
+  error_code loss_reason;  // released after a loss: what the caller is told
   int sends = 1;
   void operator()(error_code ec, reply r) {
     if (not_run(ec) && sends < max_cleanup_sends) {
@@ -437,21 +449,27 @@ struct release_reply {
       return connection_access::submit(conn, std::move(command), std::move(*this));
     }
     if (!ec) ec = interpret_compare_script(r);
+    if (loss_reason) ec = loss_reason;
     s->releasing = false;
     complete_now(s, std::move(handler), in_place, ec);
   }
 };
 
 void begin_release(std::shared_ptr<lock_state> s, asio::any_completion_handler<void(error_code)> h, bool in_place) {
-  if (!s->held) return complete_soon(s, std::move(h), dlock::error::not_held);
+  if (!s->held) return complete_soon(s, std::move(h), s->released ? error_code() : dlock::error::not_held);
+  // After a loss the key may still be ours (validity is a lower bound):
+  // delete it all the same, and tell the caller the loss reason.
+  error_code loss_reason = s->loss.lost() ? s->loss.reason() : error_code();
   s->held = false;
+  s->released = true;
   s->releasing = true;  // no new hold starts before the delete is answered
   s->loss.disarm();     // this hold's signal: nothing else is armed until then
   std::string token = s->token;
-  if (s->opts.auto_extend) return spawn(s, release_coro(s, std::move(token)), std::move(h), false);
+  if (s->opts.auto_extend) return spawn(s, release_coro(s, std::move(token), loss_reason), std::move(h), false);
   auto& conn = *s->conn;
   auto command = release_command(s->key, token);
-  connection_access::submit(conn, std::move(command), release_reply{s, std::move(token), std::move(h), in_place});
+  connection_access::submit(conn, std::move(command),
+                            release_reply{s, std::move(token), std::move(h), in_place, loss_reason});
 }
 
 // ~lock: an acquire in progress gives up (completing with
@@ -467,6 +485,7 @@ void abandon(const std::shared_ptr<lock_state>& s) {
   }
   if (!s->held) return;
   s->held = false;
+  s->released = true;
   s->loss.disarm();
   s->extender.stop([](error_code) {});
   start_cleanup(s, s->token);
@@ -478,12 +497,15 @@ void abandon(const std::shared_ptr<lock_state>& s) {
 lock::lock(connection& conn, std::string key, lock_options opts)
     : state_(std::make_shared<detail::lock_state>(detail::connection_access::impl(conn), std::move(key), opts)) {}
 
-lock::~lock() { detail::abandon(state_); }
+lock::~lock() {
+  if (state_) detail::abandon(state_);  // not when moved from
+}
 
 // The lock's state lives on the connection's executor: get there first.
-void lock::start_acquire(bool retry, handler_type handler, bool in_place) {
-  asio::dispatch(state_->executor, [s = state_, retry, h = std::move(handler), in_place]() mutable {
-    detail::begin_acquire(std::move(s), retry, std::move(h), in_place);
+void lock::start_acquire(bool retry, std::optional<std::chrono::milliseconds> wait, handler_type handler,
+                         bool in_place) {
+  asio::dispatch(state_->executor, [s = state_, retry, wait, h = std::move(handler), in_place]() mutable {
+    detail::begin_acquire(std::move(s), retry, wait, std::move(h), in_place);
   });
 }
 void lock::start_release(handler_type handler, bool in_place) {
@@ -496,7 +518,9 @@ void lock::start_extend(std::chrono::milliseconds ttl, handler_type handler) {
 }
 
 asio::any_io_executor lock::get_executor() const noexcept { return state_->executor; }
-bool lock::held() const noexcept { return state_->held; }
+// A lost hold is not held, although release() is still to be called (it
+// deletes the key if it is still ours and reports the loss).
+bool lock::held() const noexcept { return state_->held && !state_->loss.lost(); }
 std::chrono::milliseconds lock::validity() const noexcept {
   if (!state_->held || state_->loss.lost()) return std::chrono::milliseconds(0);
   return detail::remaining(state_->valid_until, std::chrono::steady_clock::now());

@@ -70,10 +70,12 @@ class acquire_attempt final : public fanout {
 /// the lock, gives up, or is cancelled.
 class lock_op : public std::enable_shared_from_this<lock_op> {
  public:
-  lock_op(std::shared_ptr<redlock_impl> owner, handler0 handler, bool retry, bool in_place)
+  lock_op(std::shared_ptr<redlock_impl> owner, handler0 handler, bool retry, std::optional<milliseconds> wait,
+          bool in_place)
       : owner_(std::move(owner)),
         handler_(std::move(handler)),
-        retry_(owner_->options, redlock_clock::now()),
+        retry_(retry_options(owner_->options, wait), redlock_clock::now()),
+        wait_(wait),
         retry_enabled_(retry),
         in_place_(in_place),
         pause_(owner_->executor) {}
@@ -93,10 +95,14 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
   }
 
   void start() {
+    if (!owner_->invalid_reason.empty() || (wait_ && *wait_ <= milliseconds::zero()))
+      return complete(dlock::error::invalid_argument, in_initiation);
+    if (owner_->every_master_closed()) return complete(dlock::error::closed, in_initiation);
     if (owner_->state == hold_state::held) return complete(dlock::error::already_held, in_initiation);
     if (owner_->state == hold_state::acquiring || owner_->releasing)
       return complete(dlock::error::in_progress, in_initiation);
     owner_->state = hold_state::acquiring;
+    owner_->released = false;
     owner_->acquire_op = weak_from_this();
     next_attempt();
   }
@@ -119,6 +125,9 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
                                 : std::optional<milliseconds>{};
     if (!pause) {
       owner_->state = hold_state::idle;
+      // The wait ran out while others held the lock: timed_out, as on every
+      // dlock lock. No quorum (or no validity left) is a fact of its own.
+      if (retry_enabled_ && failure == dlock::error::taken) failure = dlock::error::timed_out;
       return complete(failure);
     }
     pause_.expires_after(*pause);
@@ -167,9 +176,19 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
   }
 
   std::shared_ptr<redlock_impl> owner_;
+  // acquire_for(limit): retry until `limit`, whatever the options say.
+  static redlock_options retry_options(redlock_options options, std::optional<milliseconds> wait) {
+    if (wait) {
+      options.retry_count = -1;
+      options.wait_limit = *wait;
+    }
+    return options;
+  }
+
   handler0 handler_;
   asio::cancellation_slot slot_;
   redlock_retry retry_;
+  std::optional<milliseconds> wait_;
   bool retry_enabled_;
   bool in_place_;  // the handler runs on the redlock's executor
   asio::steady_timer pause_;
@@ -268,27 +287,41 @@ void start_extend(std::shared_ptr<redlock_impl> owner, milliseconds ttl, handler
 
 // --------------------------------------------------------------------- redlock
 
-redlock::redlock(asio::any_io_executor executor, std::vector<std::shared_ptr<connection>> masters,
-                 std::string key, redlock_options options) {
+namespace {
+
+// Why the redlock cannot work with these arguments ("" when it can).
+std::string invalid_arguments(const std::vector<std::shared_ptr<connection>>& masters, std::string_view key,
+                              const redlock_options& options) {
   for (const auto& master : masters)
-    if (!master) throw boost::system::system_error(dlock::error::invalid_argument, "redlock: a master is null");
+    if (!master) return "redlock: a master is null";
   // A master given twice would count twice toward the majority.
   for (std::size_t i = 0; i < masters.size(); ++i)
     for (std::size_t j = 0; j < i; ++j) {
       const auto &a = masters[i]->get_options(), &b = masters[j]->get_options();
       if (masters[i] == masters[j] || detail::same_master(a.host, a.port, b.host, b.port))
-        throw boost::system::system_error(dlock::error::invalid_argument,
-                                          "redlock: master " + a.host + ":" + std::to_string(a.port) +
-                                              " is given twice");
+        return "redlock: master " + a.host + ":" + std::to_string(a.port) + " is given twice";
     }
-  auto reason = detail::redlock_invalid_reason(options, masters.size(), key);
-  if (!reason.empty())
-    throw boost::system::system_error(dlock::error::invalid_argument, std::string(reason));
+  return std::string(detail::redlock_invalid_reason(options, masters.size(), key));
+}
+
+}  // namespace
+
+// Bad arguments never throw: they are told by the first acquire, as on every
+// dlock lock (the impl then gets no masters, so nothing can reach a null one).
+redlock::redlock(asio::any_io_executor executor, std::vector<std::shared_ptr<connection>> masters,
+                 std::string key, redlock_options options) {
+  auto reason = invalid_arguments(masters, key, options);
+  if (!reason.empty()) {
+    masters.clear();
+    if (dlock::detail::log_enabled(log_level::error)) dlock::detail::log(log_level::error, reason);
+  }
   impl_ = std::make_shared<detail::redlock_impl>(std::move(executor), std::move(masters), std::move(key),
                                                  options);
+  impl_->invalid_reason = std::move(reason);
 }
 
 redlock::~redlock() {
+  if (!impl_) return;  // moved from
   asio::post(impl_->executor, [impl = impl_] {
     // An acquire in progress ends (operation_aborted): nobody could release what it took.
     if (auto op = impl->acquire_op.lock()) std::static_pointer_cast<detail::lock_op>(op)->cancel();
@@ -299,17 +332,32 @@ redlock::~redlock() {
 
 redlock::executor_type redlock::get_executor() const noexcept { return impl_->executor; }
 
-void redlock::start_lock(handler0 handler, bool retry, bool in_place) {
-  auto op = std::make_shared<detail::lock_op>(impl_, std::move(handler), retry, in_place);
+void redlock::start_lock(handler0 handler, bool retry, std::optional<std::chrono::milliseconds> wait,
+                         bool in_place) {
+  auto op = std::make_shared<detail::lock_op>(impl_, std::move(handler), retry, wait, in_place);
   op->bind_cancellation();
   asio::dispatch(impl_->executor, [op] { op->start(); });
 }
 
-void redlock::start_unlock(handler_count handler, bool in_place) {
+void redlock::start_unlock(handler0 handler, bool in_place) {
   asio::dispatch(impl_->executor, [impl = impl_, h = std::move(handler), in_place]() mutable {
-    if (impl->state != detail::hold_state::held && impl->state != detail::hold_state::lost)
+    if (impl->state == detail::hold_state::lost) {
+      // lose() released the keys in the background already: tell the reason.
+      auto reason = impl->loss.reason();
+      impl->end_hold();
+      impl->released = true;
+      impl->released_masters = 0;
+      return detail::post_completion(impl->executor, std::move(h), reason);
+    }
+    if (impl->state != detail::hold_state::held)
       return detail::post_completion(impl->executor, std::move(h),
-                                    make_error_code(dlock::error::not_held), std::size_t{0});
+                                    impl->released ? error_code() : make_error_code(dlock::error::not_held));
+    impl->released = true;
+    if (impl->every_master_closed()) {  // nothing can be sent: the keys go with their TTL
+      impl->end_hold([](error_code) {});  // stops auto-extension too
+      impl->released_masters = 0;
+      return detail::post_completion(impl->executor, std::move(h), make_error_code(dlock::error::closed));
+    }
     impl->releasing = true;  // no acquire until it completes (see release_fanout::complete)
     if (!impl->options.auto_extend) {  // nothing to wait for
       impl->end_hold();
@@ -343,6 +391,8 @@ std::chrono::milliseconds redlock::validity() const noexcept {
 lock_loss& redlock::loss() noexcept { return impl_->loss; }
 std::string redlock::last_outcomes() const { return impl_->last_outcomes; }
 std::string redlock::token() const { return impl_->token; }
+std::size_t redlock::released_masters() const noexcept { return impl_->released_masters; }
+const std::string& redlock::invalid_reason() const noexcept { return impl_->invalid_reason; }
 const std::string& redlock::key() const noexcept { return impl_->key; }
 std::size_t redlock::masters() const noexcept { return impl_->masters.size(); }
 

@@ -370,8 +370,11 @@ void release_fanout::on_all_answered() {
 
 void release_fanout::complete(error_code ec) {
   if (!done_) return;
-  if (ends_release_) owner_->releasing = false;
-  dlock::detail::complete_from_handler(in_place_, owner_->executor, std::move(done_), ec, released_);
+  if (ends_release_) {
+    owner_->releasing = false;
+    owner_->released_masters = released_;
+  }
+  dlock::detail::complete_from_handler(in_place_, owner_->executor, std::move(done_), ec);
 }
 
 }  // namespace dlock::redis::detail

@@ -46,6 +46,20 @@ class redlock_impl : public std::enable_shared_from_this<redlock_impl> {
 
   std::atomic<hold_state> state{hold_state::idle};  // atomic: held() reads it from any thread
   bool releasing = false;  // a release() has not completed yet
+  // The last hold was released (or lost and released): a second release() is
+  // a no-op that succeeds. Cleared when an acquire starts.
+  bool released = false;
+  std::size_t released_masters = 0;  // by the last release(), when it completed
+  // The constructor's arguments are unusable: every acquire is refused.
+  std::string invalid_reason;
+  /// Every master's connection was closed for good (by its owner), as a
+  /// destroyed client or connection is for the other locks: operations then
+  /// give `closed` (a master merely down is retried instead).
+  bool every_master_closed() const noexcept {
+    for (const auto& master : masters)
+      if (master->state() != connection_state::closed) return false;
+    return !masters.empty();
+  }
   std::weak_ptr<void> acquire_op;  // the acquire in progress: ~redlock ends it
   std::uint64_t hold_id = 0;     // bumped by every acquisition and release
   redlock_clock::time_point held_start{};   // when the last SET or extend was sent
@@ -176,7 +190,7 @@ class fanout : public reply_sink, public std::enable_shared_from_this<fanout> {
 /// still awaited (up to the per-master timeout) but nobody waits for them.
 class release_fanout final : public fanout {
  public:
-  using done_handler = asio::any_completion_handler<void(error_code, std::size_t)>;
+  using done_handler = asio::any_completion_handler<void(error_code)>;
   // The handler is taken here: any_completion_handler's assignment is broken in Asio 1.81.
   // `in_place`: `done` runs on the redlock's executor.
   release_fanout(std::shared_ptr<redlock_impl> owner, std::string token, done_handler done = {},

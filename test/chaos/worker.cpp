@@ -151,6 +151,7 @@ struct election_lock {
     return election->resign(std::forward<Token>(token));
   }
   dlock::lock_loss& loss() { return election->loss(); }
+  asio::any_io_executor get_executor() const { return election->get_executor(); }
 };
 
 asio::awaitable<void> connect_zk(worker_ctx* c, std::shared_ptr<zk::client> session) {

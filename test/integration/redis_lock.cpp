@@ -85,7 +85,7 @@ asio::awaitable<void> acquire_and_release(asio::any_io_executor ex) {
   BOOST_CHECK(!l.held());
   value = co_await must(c, "GET", key);
   BOOST_CHECK(value.is_nil());
-  BOOST_CHECK(co_await release(l) == dlock::error::not_held);
+  BOOST_CHECK(!co_await release(l));  // the contract: a second release is a no-op that succeeds
   BOOST_CHECK(co_await extend(l, 1000ms) == dlock::error::not_held);
   BOOST_REQUIRE(!co_await try_acquire(l));
   BOOST_CHECK_NE(l.token(), first_token);  // never reused
@@ -105,7 +105,8 @@ asio::awaitable<void> held_key_is_taken(asio::any_io_executor ex) {
   waiting.retry_delay = 20ms;
   waiting.retry_jitter = 10ms;
   redis::lock patient(c, key, waiting);
-  BOOST_CHECK(co_await acquire(patient) == dlock::error::taken);  // the wait limit ran out
+  // The contract: a wait that runs out is timed_out on every lock (was taken).
+  BOOST_CHECK(co_await acquire(patient) == dlock::error::timed_out);
   BOOST_CHECK(!patient.held());
   auto value = co_await must(c, "GET", key);
   BOOST_CHECK_EQUAL(value.string(), holder.token());
@@ -197,12 +198,14 @@ asio::awaitable<void> expired_holder_cannot_delete(asio::any_io_executor ex) {
   // No auto-extension: the holder is told when its validity runs out.
   auto [reason] = co_await first.loss().wait(tuple_token);
   BOOST_CHECK(reason == dlock::error::lost);
+  BOOST_CHECK(!first.held());  // the contract: not held from the moment the loss is known
   BOOST_CHECK(first.validity() == 0ms);
   co_await sleep_for(150ms);  // first's TTL passes on the server too
   redis::lock second(c, key, with_ttl(10000ms));
   BOOST_REQUIRE(!co_await try_acquire(second));
   BOOST_CHECK(co_await extend(first, 10000ms) == dlock::error::lost);  // lost is lost: acquire again
-  BOOST_CHECK(co_await release(first) == dlock::error::not_owned);
+  // The contract: a release after a loss tells the loss reason (was not_owned).
+  BOOST_CHECK(co_await release(first) == dlock::error::lost);
   auto value = co_await must(c, "GET", key);
   BOOST_CHECK_EQUAL(value.string(), second.token());  // second's lock survived both
   BOOST_CHECK(!co_await extend(second, 20000ms));
@@ -218,7 +221,8 @@ asio::awaitable<void> expired_holder_cannot_delete(asio::any_io_executor ex) {
   co_await must(c, "SET", key, "someone-else", "PX", "10000");
   BOOST_CHECK(co_await extend(third, 10000ms) == dlock::error::not_owned);  // extend fails for a non-owner
   BOOST_CHECK(third.loss().lost());
-  BOOST_CHECK(co_await release(third) == dlock::error::not_owned);
+  BOOST_CHECK(!third.held());
+  BOOST_CHECK(co_await release(third) == dlock::error::not_owned);  // the loss reason
   value = co_await must(c, "GET", key);
   BOOST_CHECK_EQUAL(value.string(), "someone-else");
 }
@@ -265,7 +269,7 @@ asio::awaitable<void> capped_hold(asio::any_io_executor ex) {
   co_await sleep_for(50ms);
   auto value = co_await must(c, "GET", key);
   BOOST_CHECK(value.is_nil());  // expired on the server by then
-  BOOST_CHECK(co_await release(l) == dlock::error::not_owned);
+  BOOST_CHECK(co_await release(l) == dlock::error::lost);  // the contract: the loss reason (was not_owned)
 }
 
 asio::awaitable<void> cancelled_acquire_leaves_nothing(asio::any_io_executor ex) {

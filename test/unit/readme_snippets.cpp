@@ -158,7 +158,7 @@ asio::awaitable<void> tokens(dlock::zk::mutex& m) {
 }
 
 asio::awaitable<void> timeout_acquire_for(dlock::zk::mutex& m) {
-  // 1. The lock's own limit (ZooKeeper locks): dlock::error::timed_out, our node deleted.
+  // 1. The lock's own limit (every lock): dlock::error::timed_out, nothing left behind.
   auto [ec] = co_await m.acquire_for(std::chrono::seconds(5), asio::as_tuple(asio::deferred));
   (void)ec;
 }

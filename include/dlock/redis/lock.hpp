@@ -6,6 +6,7 @@
 #include <dlock/detail/in_place.hpp>
 #include <dlock/error.hpp>
 #include <dlock/lock_loss.hpp>
+#include <dlock/lockable.hpp>
 #include <dlock/redis/connection.hpp>
 
 #include <boost/asio/any_completion_handler.hpp>
@@ -13,6 +14,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace dlock::redis {
@@ -23,7 +25,7 @@ struct lock_state;
 
 struct lock_options {
   std::chrono::milliseconds ttl{10000};
-  /// lock(): keep trying this long, then fail with dlock::error::taken.
+  /// acquire(): keep trying this long, then fail with dlock::error::timed_out.
   std::chrono::milliseconds wait{10000};
   /// Delay between attempts: retry_delay +- retry_jitter (uniform).
   std::chrono::milliseconds retry_delay{100};
@@ -44,7 +46,8 @@ struct lock_options {
 /// and node-redlock do, so they can share a lock with dlock. The token is 128
 /// random bits from getrandom(2), hex-encoded, fresh for every attempt.
 ///
-/// Errors: dlock::error::taken (someone else holds it), not_owned (our token
+/// Errors: dlock::error::taken (try_acquire: someone else holds it),
+/// timed_out (the wait ran out), not_owned (our token
 /// is gone: expired or taken over), not_held / already_held (this object's
 /// state), in_progress (see below), invalid_argument (empty key, ttl <= 0,
 /// negative wait / retry_delay / retry_jitter / drift_extra / max_hold,
@@ -65,6 +68,9 @@ struct lock_options {
 /// Named acquire / try_acquire / release (a member cannot be called `lock`
 /// in class `lock`), like every dlock lock.
 ///
+/// Movable (construction only, like every dlock lock); a moved-from lock may
+/// only be destroyed.
+///
 /// Runs on the connection's executor and, like the connection, is not
 /// thread-safe (see connection): use it from one coroutine at a time.
 /// Operations may be started from any executor (they move to the
@@ -77,34 +83,98 @@ struct lock_options {
 /// releases a held lock in the background.
 class lock {
  public:
+  /// Nothing is sent and nothing is checked here: bad options are reported
+  /// by the first acquire (`dlock::error::invalid_argument`). The lock keeps
+  /// the connection's internals alive (a shared handle).
   lock(connection& conn, std::string key, lock_options opts = {});
   ~lock();
+  lock(lock&&) noexcept = default;
+  lock& operator=(lock&&) = delete;
   lock(const lock&) = delete;
   lock& operator=(const lock&) = delete;
 
-  /// Acquires, retrying with jitter until `wait` runs out. `void(error_code)`.
-  /// Cancellation (terminal) stops it and leaves no key behind.
+  /// Acquires, retrying `SET NX PX` with jitter until `options().wait` runs out.
+  ///
+  /// @param token the completion token.
+  /// @par Handler signature
+  /// `void(error_code)`.
+  /// @par Executor
+  /// The handler's associated executor (else the connection's); may be
+  /// started from any executor (the operation moves to the connection's).
+  /// @par Cancellation
+  /// Terminal and partial: completes with `asio::error::operation_aborted`;
+  /// a `SET` that may have landed unseen is undone by a compare-and-delete.
+  /// @par Errors
+  /// `dlock::error::timed_out` (the wait ran out, nothing left),
+  /// `invalid_argument` (bad key or options, at once, nothing sent),
+  /// `already_held`, `in_progress` (an acquire or release of this object is
+  /// still running), `closed` (the connection was closed or destroyed), else a
+  /// `redis::error` or connection error.
+  /// @par Lifetime
+  /// Destroying the lock ends the acquire (`operation_aborted`, it never
+  /// takes the key afterwards); destroying the connection first gives `closed`.
   template <class Token = default_token>
   auto acquire(Token&& token = {}) {
     return asio::async_initiate<Token, void(error_code)>(
         [this](auto handler) {
           bool in_place = dlock::detail::runs_on(handler, get_executor());
-          start_acquire(true, handler_type(std::move(handler)), in_place);
+          start_acquire(true, std::nullopt, handler_type(std::move(handler)), in_place);
         },
         token);
   }
-  /// One attempt: dlock::error::taken at once if someone holds it.
+
+  /// One attempt.
+  ///
+  /// @par Handler signature
+  /// `void(error_code)`.
+  /// @par Executor, Cancellation, Lifetime
+  /// As `acquire()`.
+  /// @par Errors
+  /// `dlock::error::taken` at once if someone holds the key, and those of `acquire()`.
   template <class Token = default_token>
   auto try_acquire(Token&& token = {}) {
     return asio::async_initiate<Token, void(error_code)>(
         [this](auto handler) {
           bool in_place = dlock::detail::runs_on(handler, get_executor());
-          start_acquire(false, handler_type(std::move(handler)), in_place);
+          start_acquire(false, std::nullopt, handler_type(std::move(handler)), in_place);
         },
         token);
   }
+
+  /// Acquires as `acquire()` does, waiting at most `limit` instead of `options().wait`.
+  ///
+  /// @param limit how long to wait (rounded up to milliseconds); must be positive.
+  /// @par Handler signature
+  /// `void(error_code)`.
+  /// @par Executor, Cancellation, Lifetime
+  /// As `acquire()`.
+  /// @par Errors
+  /// `dlock::error::timed_out` when `limit` runs out (nothing left),
+  /// `invalid_argument` for `limit <= 0`, and those of `acquire()`.
+  template <class Token = default_token>
+  auto acquire_for(std::chrono::steady_clock::duration limit, Token&& token = {}) {
+    auto wait = std::chrono::ceil<std::chrono::milliseconds>(limit);
+    return asio::async_initiate<Token, void(error_code)>(
+        [this](auto handler, std::chrono::milliseconds w) {
+          bool in_place = dlock::detail::runs_on(handler, get_executor());
+          start_acquire(true, w, handler_type(std::move(handler)), in_place);
+        },
+        token, wait);
+  }
+
   /// Deletes the key if it still holds our token (after stopping
-  /// auto-extension and waiting for an extension in flight). Not cancellable.
+  /// auto-extension and waiting for an extension in flight).
+  ///
+  /// @par Handler signature
+  /// `void(error_code)`.
+  /// @par Executor
+  /// As `acquire()`.
+  /// @par Cancellation
+  /// None: a release always runs to completion.
+  /// @par Errors
+  /// `dlock::error::not_owned` when the key no longer held our token; after a
+  /// loss, the loss reason (the delete is still sent); a second release is a
+  /// no-op that succeeds; `not_held` when nothing was held; `closed`.
   template <class Token = default_token>
   auto release(Token&& token = {}) {
     return asio::async_initiate<Token, void(error_code)>(
@@ -124,8 +194,8 @@ class lock {
 
   /// The connection's executor, on which the lock runs.
   asio::any_io_executor get_executor() const noexcept;
-  /// True from a successful acquire until release (even if lost meanwhile:
-  /// release is still the way out).
+  /// True from a successful acquire until release or loss (from the moment
+  /// the loss is known: `loss()` has fired).
   bool held() const noexcept;
   /// Time left before the lock may expire on the server (0 when not held,
   /// lost, or past the end).
@@ -133,6 +203,8 @@ class lock {
   /// The current token ("" when never acquired).
   const std::string& token() const noexcept;
   const std::string& key() const noexcept;
+  /// The key (`dlock::lockable`'s name).
+  const std::string& name() const noexcept { return key(); }
   const lock_options& options() const noexcept;
   /// Told when the hold is lost (see dlock::lock_loss): validity ran out (with
   /// or without auto-extension), an extension failed, or extend() found the
@@ -144,11 +216,14 @@ class lock {
  private:
   using handler_type = asio::any_completion_handler<void(error_code)>;
   // `in_place`: the handler may run in place when the reply is read.
-  void start_acquire(bool retry, handler_type handler, bool in_place);
+  // `wait`: acquire_for's limit, else `options().wait`.
+  void start_acquire(bool retry, std::optional<std::chrono::milliseconds> wait, handler_type handler, bool in_place);
   void start_release(handler_type handler, bool in_place);
   void start_extend(std::chrono::milliseconds ttl, handler_type handler);
 
   std::shared_ptr<detail::lock_state> state_;
 };
+
+static_assert(lockable<lock>);
 
 }  // namespace dlock::redis

@@ -40,12 +40,16 @@
 // run on the handler's associated executor (by default the redlock's). One
 // operation at a time: acquire() while an acquire or a release() of the same
 // redlock is still running fails at once with `dlock::error::in_progress`.
+//
+// Movable (construction only, like every dlock lock); a moved-from redlock
+// may only be destroyed.
 #pragma once
 
 #include <dlock/config.hpp>
 #include <dlock/detail/in_place.hpp>
 #include <dlock/error.hpp>
 #include <dlock/lock_loss.hpp>
+#include <dlock/lockable.hpp>
 #include <dlock/redis/connection.hpp>
 #include <dlock/redis/detail/redlock_options.hpp>
 
@@ -55,6 +59,7 @@
 #include <chrono>
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -66,17 +71,20 @@ class redlock_impl;
 
 class redlock {
  public:
-  /// One connection per master. Throws `boost::system::system_error`
-  /// (`dlock::error::invalid_argument`, with the reason in `what()`) for zero
-  /// masters, a master given twice (the same connection, or the same host and
-  /// port, "localhost" being 127.0.0.1), an empty key, ttl <= 0, drift_factor
-  /// outside [0, 1) and other bad options: nothing is sent.
+  /// One connection per master. Never throws and sends nothing: zero
+  /// masters, a null or duplicated master (the same connection, or the same
+  /// host and port, "localhost" being 127.0.0.1), an empty key, ttl <= 0,
+  /// drift_factor outside [0, 1) and other bad options make every acquire
+  /// complete with `dlock::error::invalid_argument` at once (the reason is
+  /// logged at the `error` level and kept in `invalid_reason()`).
   redlock(asio::any_io_executor executor, std::vector<std::shared_ptr<connection>> masters,
           std::string key, redlock_options options = {});
   /// Ends an acquire in progress (it completes with operation_aborted and
   /// takes no key afterwards) and releases a held lock in the background
   /// (its keys would otherwise live until the TTL ends).
   ~redlock();
+  redlock(redlock&&) noexcept = default;
+  redlock& operator=(redlock&&) = delete;
   redlock(const redlock&) = delete;
   redlock& operator=(const redlock&) = delete;
 
@@ -84,51 +92,106 @@ class redlock {
   /// The executor every operation runs on (the one it was given).
   executor_type get_executor() const noexcept;
 
-  /// Acquires, retrying as the options say. Fails with `dlock::error::taken`
-  /// (a majority is held by others), `no_quorum` (too many masters failed or
-  /// timed out), `expired` (no validity left when the majority answered) or
+  /// Acquires, retrying as the options say (`retry_count`, `wait_limit`).
+  ///
+  /// @param token the completion token.
+  /// @par Handler signature
+  /// `void(error_code)`.
+  /// @par Executor
+  /// The handler's associated executor (else the redlock's).
+  /// @par Cancellation
+  /// Terminal and partial: completes with `asio::error::operation_aborted`
+  /// and releases the attempt's keys on every master in the background.
+  /// @par Errors
+  /// `dlock::error::timed_out` (the retries or the wait limit ran out while
+  /// others held a majority; nothing left), `no_quorum` (the last attempt
+  /// could not reach a majority: too many masters failed or timed out),
+  /// `expired` (no validity left when the majority answered),
+  /// `invalid_argument` (see the constructor; at once, nothing sent),
   /// `already_held`, `in_progress` (an acquire or release is still running).
   /// `last_outcomes()` tells what each master answered.
-  /// Cancellation (terminal or partial) leaves no key behind.
-  /// Signature `void(error_code)`.
+  /// @par Lifetime
+  /// Destroying the redlock ends the acquire (`operation_aborted`).
   template <class Token = default_token>
   auto acquire(Token&& token = {}) {
     return asio::async_initiate<Token, void(error_code)>(
         [this](auto handler) {
           bool in_place = dlock::detail::runs_on(handler, get_executor());
-          start_lock(handler0(std::move(handler)), true, in_place);
+          start_lock(handler0(std::move(handler)), true, std::nullopt, in_place);
         },
         token);
   }
 
-  /// One attempt, no retries. Same errors as `acquire()`.
+  /// One attempt, no retries.
+  ///
+  /// @par Handler signature
+  /// `void(error_code)`.
+  /// @par Executor, Cancellation, Lifetime
+  /// As `acquire()`.
+  /// @par Errors
+  /// `dlock::error::taken` when others hold a majority, and those of `acquire()`.
   template <class Token = default_token>
   auto try_acquire(Token&& token = {}) {
     return asio::async_initiate<Token, void(error_code)>(
         [this](auto handler) {
           bool in_place = dlock::detail::runs_on(handler, get_executor());
-          start_lock(handler0(std::move(handler)), false, in_place);
+          start_lock(handler0(std::move(handler)), false, std::nullopt, in_place);
         },
         token);
   }
 
+  /// Acquires as `acquire()` does, retrying until `limit` instead of the
+  /// options' `retry_count` and `wait_limit`.
+  ///
+  /// @param limit how long to wait (rounded up to milliseconds); must be positive.
+  /// @par Handler signature
+  /// `void(error_code)`.
+  /// @par Executor, Cancellation, Lifetime
+  /// As `acquire()`.
+  /// @par Errors
+  /// `dlock::error::timed_out` when `limit` runs out, `invalid_argument` for
+  /// `limit <= 0`, and those of `acquire()`.
+  template <class Token = default_token>
+  auto acquire_for(std::chrono::steady_clock::duration limit, Token&& token = {}) {
+    auto wait = std::chrono::ceil<std::chrono::milliseconds>(limit);
+    return asio::async_initiate<Token, void(error_code)>(
+        [this](auto handler, std::chrono::milliseconds w) {
+          bool in_place = dlock::detail::runs_on(handler, get_executor());
+          start_lock(handler0(std::move(handler)), true, w, in_place);
+        },
+        token, wait);
+  }
+
   /// Compare-and-delete on all masters at once. Completes as soon as a
-  /// majority released our key (the lock is free for others), with how many
-  /// masters had released it by then; the slower masters' releases still run
-  /// in the background, up to the per-master timeout. The error is `not_owned`
-  /// when a majority no longer held our token (expired or taken over),
-  /// `no_quorum` when too many masters could not be reached, `not_held` when
-  /// nothing is held. Not cancellable: cleanup always runs.
-  /// Signature `void(error_code, std::size_t)`.
+  /// majority released our key (the lock is free for others); the slower
+  /// masters' releases still run in the background, up to the per-master
+  /// timeout. `released_masters()` then tells how many had released it.
+  ///
+  /// @par Handler signature
+  /// `void(error_code)`.
+  /// @par Executor
+  /// As `acquire()`.
+  /// @par Cancellation
+  /// None: cleanup always runs.
+  /// @par Errors
+  /// `dlock::error::not_owned` when a majority no longer held our token
+  /// (expired or taken over), `no_quorum` when too many masters could not be
+  /// reached; after a loss, the loss reason (the keys were released in the
+  /// background when the loss was found); a second release is a no-op that
+  /// succeeds; `not_held` when nothing was held.
   template <class Token = default_token>
   auto release(Token&& token = {}) {
-    return asio::async_initiate<Token, void(error_code, std::size_t)>(
+    return asio::async_initiate<Token, void(error_code)>(
         [this](auto handler) {
           bool in_place = dlock::detail::runs_on(handler, get_executor());
-          start_unlock(handler_count(std::move(handler)), in_place);
+          start_unlock(handler0(std::move(handler)), in_place);
         },
         token);
   }
+
+  /// How many masters had released our key when the last `release()`
+  /// completed (read on `get_executor()`).
+  std::size_t released_masters() const noexcept;
 
   /// Compare-and-PEXPIRE to `ttl` on all masters at once. Succeeds with a
   /// majority and a positive new validity; otherwise the lock is lost (the
@@ -156,17 +219,23 @@ class redlock {
   /// The token of the current (or last) acquisition: 16 random bytes as hex.
   std::string token() const;
   const std::string& key() const noexcept;
+  /// The key (`dlock::lockable`'s name).
+  const std::string& name() const noexcept { return key(); }
   std::size_t masters() const noexcept;
+  /// Why the constructor's arguments are unusable; empty when they are fine.
+  const std::string& invalid_reason() const noexcept;
 
  private:
   using handler0 = asio::any_completion_handler<void(error_code)>;
-  using handler_count = asio::any_completion_handler<void(error_code, std::size_t)>;
   // `in_place`: the handler may run in place when the outcome is known.
-  void start_lock(handler0 handler, bool retry, bool in_place);
-  void start_unlock(handler_count handler, bool in_place);
+  // `wait`: acquire_for's limit, else the options' retry_count and wait_limit.
+  void start_lock(handler0 handler, bool retry, std::optional<std::chrono::milliseconds> wait, bool in_place);
+  void start_unlock(handler0 handler, bool in_place);
   void start_extend(std::chrono::milliseconds ttl, handler0 handler);
 
   std::shared_ptr<detail::redlock_impl> impl_;
 };
+
+static_assert(lockable<redlock>);
 
 }  // namespace dlock::redis

@@ -103,6 +103,9 @@ class leader_election {
         token, detail::borrow_session(zk_), path_, std::move(last_seen));
   }
 
+  /// The executor the election's operations run on (the client's strand).
+  asio::any_io_executor get_executor() const noexcept { return candidate_.get_executor(); }
+
   /// True between a successful campaign and resignation or loss.
   bool is_leader() const noexcept { return candidate_.held(); }
 

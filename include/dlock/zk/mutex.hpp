@@ -3,6 +3,7 @@
 
 #include <dlock/config.hpp>
 #include <dlock/lock_loss.hpp>
+#include <dlock/lockable.hpp>
 #include <dlock/zk/client.hpp>
 #include <dlock/zk/detail/lock_core.hpp>
 #include <dlock/zk/detail/lock_options.hpp>
@@ -64,34 +65,74 @@ class mutex {
 
   executor_type get_executor() const noexcept { return detail::core_executor(*core_); }
 
-  /// Waits until this object holds the lock. Errors: `dlock::error::already_held`,
-  /// `dlock::error::invalid_argument` (bad path), `dlock::error::closed`,
-  /// `zk::error::session_expired` (while waiting), `asio::error::operation_aborted`
-  /// (cancelled: any cancellation type, from any slot), or the last ZooKeeper
-  /// error once retries run out. Signature: `void(error_code)`.
+  /// Waits until this object holds the lock (our node is the first in line).
+  ///
+  /// @param token the completion token.
+  /// @par Handler signature
+  /// `void(error_code)`.
+  /// @par Executor
+  /// The handler's associated executor (else the client's strand); may be
+  /// started from any executor.
+  /// @par Cancellation
+  /// Terminal, partial and total, from the handler's slot: completes with
+  /// `asio::error::operation_aborted` and deletes our node, even one whose
+  /// create reply arrives after the cancel.
+  /// @par Errors
+  /// `dlock::error::already_held` (this object holds or is acquiring),
+  /// `dlock::error::invalid_argument` (bad path, nothing sent),
+  /// `dlock::error::closed` (the client is closed), `zk::error::session_expired`
+  /// (while waiting), or the last ZooKeeper error once retries run out.
+  /// @par Lifetime
+  /// The object may be destroyed while the operation runs: it then completes
+  /// with `operation_aborted` and leaves no node. The client must outlive it.
   template <class CompletionToken = default_token>
   auto acquire(CompletionToken&& token = {}) {
     return initiate(detail::acquire_mode::wait, {}, std::forward<CompletionToken>(token));
   }
 
-  /// Takes the lock only if it is free now: `dlock::error::taken` otherwise,
-  /// and no node is left behind.
+  /// Takes the lock only if it is free now.
+  ///
+  /// @par Handler signature
+  /// `void(error_code)`.
+  /// @par Executor, Cancellation, Lifetime
+  /// As `acquire()`.
+  /// @par Errors
+  /// `dlock::error::taken` when someone holds it (no node left behind), and
+  /// those of `acquire()`.
   template <class CompletionToken = default_token>
   auto try_acquire(CompletionToken&& token = {}) {
     return initiate(detail::acquire_mode::try_once, {}, std::forward<CompletionToken>(token));
   }
 
-  /// Waits at most `limit`: `dlock::error::timed_out` after it (our node deleted).
+  /// Waits at most `limit`.
+  ///
+  /// @param limit how long to wait; must be positive.
+  /// @par Handler signature
+  /// `void(error_code)`.
+  /// @par Executor, Cancellation, Lifetime
+  /// As `acquire()`.
+  /// @par Errors
+  /// `dlock::error::timed_out` once `limit` has passed (our node deleted),
+  /// `dlock::error::invalid_argument` for `limit <= 0` (nothing sent), and
+  /// those of `acquire()`.
   template <class CompletionToken = default_token>
   auto acquire_for(std::chrono::steady_clock::duration limit, CompletionToken&& token = {}) {
     return initiate(detail::acquire_mode::wait_for, limit, std::forward<CompletionToken>(token));
   }
 
-  /// Deletes our node. Releasing again is a no-op; after a loss it reports the
-  /// loss reason (and still deletes the node if the session lives); with
-  /// nothing held, `dlock::error::not_held`. Not cancellable: a release runs to
-  /// completion (retried across reconnects in the background while the session
-  /// lives). Signature: `void(error_code)`.
+  /// Deletes our node.
+  ///
+  /// @par Handler signature
+  /// `void(error_code)`.
+  /// @par Executor
+  /// As `acquire()`.
+  /// @par Cancellation
+  /// None: a release runs to completion (retried across reconnects in the
+  /// background while the session lives).
+  /// @par Errors
+  /// None after a hold; a second release is a no-op that succeeds; after a
+  /// loss, the loss reason (the node is still deleted if the session lives);
+  /// `dlock::error::not_held` when nothing was held.
   template <class CompletionToken = default_token>
   auto release(CompletionToken&& token = {}) {
     return asio::async_initiate<CompletionToken, void(error_code)>(
@@ -133,6 +174,8 @@ class mutex {
   /// `node_path()` does not change from acquire's completion to release; while
   /// an acquire runs, read it on `get_executor()`.
   const std::string& path() const noexcept { return detail::core_path(*core_); }
+  /// The lock's path (`dlock::lockable`'s name).
+  const std::string& name() const noexcept { return path(); }
   std::string node_path() const { return detail::core_node_path(*core_); }
 
  private:
@@ -165,5 +208,7 @@ class mutex {
 
   detail::lock_core_ptr core_;
 };
+
+static_assert(fenced_lockable<mutex>);
 
 }  // namespace dlock::zk

@@ -98,6 +98,11 @@ class queue {
   /// `path`: the queue node (created with its parents on first offer).
   queue(client& zk, std::string path, queue_options options = {})
       : state_(detail::make_queue_state(zk, std::move(path), std::move(options))) {}
+  /// Move-only, like the locks: a copy would share the cached item list.
+  queue(queue&&) noexcept = default;
+  queue& operator=(queue&&) = delete;
+  queue(const queue&) = delete;
+  queue& operator=(const queue&) = delete;
 
   /// Appends an item. Signature: `void(error_code, std::string node_name)`.
   template <class CompletionToken = default_token>

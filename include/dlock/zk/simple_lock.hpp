@@ -21,4 +21,6 @@ class simple_lock : public mutex {
       : mutex(zk, std::move(path), detail::lock_role::exclusive, detail::lock_flavor::simple, std::move(options)) {}
 };
 
+static_assert(fenced_lockable<simple_lock>);
+
 }  // namespace dlock::zk
