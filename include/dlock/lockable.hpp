@@ -70,12 +70,14 @@ concept fenced_lockable = lockable<Lock> && requires(const Lock& lock) {
 
 }  // namespace dlock
 
-/// The probe's async_result: nothing is initiated.
+/// @cond INTERNAL
+// The probe's async_result: nothing is initiated.
 template <class R, class... Args>
 struct boost::asio::async_result<dlock::detail::signature_probe, R(Args...)> {
   using return_type = dlock::detail::probed<R(Args...)>;
   template <class Initiation, class... InitArgs>
   static return_type initiate(Initiation&&, dlock::detail::signature_probe, InitArgs&&...) {
     return {};
+/// @endcond
   }
 };

@@ -23,19 +23,24 @@ namespace detail {
 struct lock_state;
 }
 
+/// How a `redis::lock` acquires, holds and extends.
 struct lock_options {
+  /// The key's time to live on the server (PX), and of each extension.
   std::chrono::milliseconds ttl{10000};
   /// acquire(): keep trying this long, then fail with dlock::error::timed_out.
   std::chrono::milliseconds wait{10000};
   /// Delay between attempts: retry_delay +- retry_jitter (uniform).
   std::chrono::milliseconds retry_delay{100};
+  /// See retry_delay.
   std::chrono::milliseconds retry_jitter{50};
   /// validity = ttl - (now - sent) - (ttl * drift_factor + drift_extra).
   double drift_factor = 0.01;
+  /// See drift_factor.
   std::chrono::milliseconds drift_extra{2};
   /// While held, extend every ttl * extend_fraction (a watchdog, like
   /// Redisson's); a failed extension, or validity running out first, is a loss.
   bool auto_extend = false;
+  /// See auto_extend.
   double extend_fraction = 1.0 / 3;
   /// No extension beyond this total hold time (0: no cap); the lock then
   /// expires by its TTL and the loss is told.
@@ -88,6 +93,7 @@ class lock {
   /// the connection's internals alive (a shared handle).
   lock(connection& conn, std::string key, lock_options opts = {});
   ~lock();
+  /// Moves the lock (its hold too); the moved-from lock may only be destroyed.
   lock(lock&&) noexcept = default;
   lock& operator=(lock&&) = delete;
   lock(const lock&) = delete;
@@ -144,6 +150,7 @@ class lock {
   /// Acquires as `acquire()` does, waiting at most `limit` instead of `options().wait`.
   ///
   /// @param limit how long to wait (rounded up to milliseconds); must be positive.
+  /// @param token the completion token.
   /// @par Handler signature
   /// `void(error_code)`.
   /// @par Executor, Cancellation, Lifetime
@@ -202,9 +209,11 @@ class lock {
   std::chrono::milliseconds validity() const noexcept;
   /// The current token ("" when never acquired).
   const std::string& token() const noexcept;
+  /// The key.
   const std::string& key() const noexcept;
   /// The key (`dlock::lockable`'s name).
   const std::string& name() const noexcept { return key(); }
+  /// The options given at construction.
   const lock_options& options() const noexcept;
   /// Told when the hold is lost (see dlock::lock_loss): validity ran out (with
   /// or without auto-extension), an extension failed, or extend() found the

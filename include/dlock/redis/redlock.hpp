@@ -69,6 +69,7 @@ namespace detail {
 class redlock_impl;
 }
 
+/// A lock held on a majority of N independent Redis masters (Redlock).
 class redlock {
  public:
   /// One connection per master. Never throws and sends nothing: zero
@@ -83,11 +84,13 @@ class redlock {
   /// takes no key afterwards) and releases a held lock in the background
   /// (its keys would otherwise live until the TTL ends).
   ~redlock();
+  /// Moves the lock (its hold too); the moved-from lock may only be destroyed.
   redlock(redlock&&) noexcept = default;
   redlock& operator=(redlock&&) = delete;
   redlock(const redlock&) = delete;
   redlock& operator=(const redlock&) = delete;
 
+  /// The executor type.
   using executor_type = asio::any_io_executor;
   /// The executor every operation runs on (the one it was given).
   executor_type get_executor() const noexcept;
@@ -144,6 +147,7 @@ class redlock {
   /// options' `retry_count` and `wait_limit`.
   ///
   /// @param limit how long to wait (rounded up to milliseconds); must be positive.
+  /// @param token the completion token.
   /// @par Handler signature
   /// `void(error_code)`.
   /// @par Executor, Cancellation, Lifetime
@@ -218,9 +222,11 @@ class redlock {
   std::string last_outcomes() const;
   /// The token of the current (or last) acquisition: 16 random bytes as hex.
   std::string token() const;
+  /// The key.
   const std::string& key() const noexcept;
   /// The key (`dlock::lockable`'s name).
   const std::string& name() const noexcept { return key(); }
+  /// How many masters it was given.
   std::size_t masters() const noexcept;
   /// Why the constructor's arguments are unusable; empty when they are fine.
   const std::string& invalid_reason() const noexcept;

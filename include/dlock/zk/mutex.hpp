@@ -47,10 +47,12 @@ class shared_mutex;
 /// state lives on the client's strand. Use one object from one coroutine (or
 /// thread) at a time; the io_context may run on several threads: operations
 /// may be started from any executor, and `held()`, `fencing_token()` and
-/// `loss()` may be used from any thread. The client must outlive the object. Destroying a holding
-/// object releases in the background.
+/// `loss()` may be used from any thread. The object keeps a borrowed handle on the client's session:
+/// destroying the client first makes its operations complete with `dlock::error::closed`.
+/// Destroying a holding object releases in the background.
 class mutex {
  public:
+  /// The executor type.
   using executor_type = asio::any_io_executor;
 
   /// `path`: the lock's node (a valid ZooKeeper path other than "/").
@@ -58,11 +60,13 @@ class mutex {
       : mutex(zk, std::move(path), detail::lock_role::exclusive, detail::lock_flavor::sequential,
               std::move(options)) {}
   ~mutex() { detail::close_lock_core(core_); }
+  /// Moves the lock (its hold too); the moved-from lock may only be destroyed.
   mutex(mutex&&) noexcept = default;
   mutex& operator=(mutex&&) = delete;
   mutex(const mutex&) = delete;
   mutex& operator=(const mutex&) = delete;
 
+  /// The session's strand: every operation completes there unless its handler says otherwise.
   executor_type get_executor() const noexcept { return detail::core_executor(*core_); }
 
   /// Waits until this object holds the lock (our node is the first in line).
@@ -107,6 +111,7 @@ class mutex {
   /// Waits at most `limit`.
   ///
   /// @param limit how long to wait; must be positive.
+  /// @param token the completion token.
   /// @par Handler signature
   /// `void(error_code)`.
   /// @par Executor, Cancellation, Lifetime
@@ -176,6 +181,7 @@ class mutex {
   const std::string& path() const noexcept { return detail::core_path(*core_); }
   /// The lock's path (`dlock::lockable`'s name).
   const std::string& name() const noexcept { return path(); }
+  /// Our lock node's full path while we hold or wait (empty otherwise).
   std::string node_path() const { return detail::core_node_path(*core_); }
 
  private:

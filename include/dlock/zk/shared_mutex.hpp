@@ -21,11 +21,14 @@ namespace dlock::zk {
 /// own writer waits for it (no downgrade).
 class shared_mutex {
  public:
+  /// `path`: the lock's node, shared by readers and writers (Curator's `__READ__` / `__WRIT__` children).
   shared_mutex(client& zk, const std::string& path, lock_options options = {})
       : reader_(zk, path, detail::lock_role::reader, detail::lock_flavor::sequential, options),
         writer_(zk, path, detail::lock_role::writer, detail::lock_flavor::sequential, std::move(options)) {}
 
+  /// The read side: held together with other readers, never with a writer.
   mutex& reader() noexcept { return reader_; }
+  /// The write side: held alone.
   mutex& writer() noexcept { return writer_; }
 
  private:

@@ -17,6 +17,7 @@ namespace dlock::zk {
 /// `participants()` lists nobody (there is no queue).
 class simple_lock : public mutex {
  public:
+  /// `path`: the lock's node itself (created ephemeral while held).
   simple_lock(client& zk, std::string path, lock_options options = {})
       : mutex(zk, std::move(path), detail::lock_role::exclusive, detail::lock_flavor::simple, std::move(options)) {}
 };
