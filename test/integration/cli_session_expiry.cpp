@@ -67,9 +67,10 @@ class zk_observer {
 
 /// Waits until `path` has `n` children, failing at once if `waiter` exits first.
 void wait_for_children(zk_observer& observer, const std::string& path, std::size_t n, process& waiter,
-                       const std::string& what) {
+                       const std::string& what, const std::string& errors) {
   wait_until([&] {
-    if (auto status = waiter.poll()) BOOST_FAIL("dlock exited with " << *status << " while waiting for " << what);
+    if (auto status = waiter.poll())
+      BOOST_FAIL("dlock exited with " << *status << " while waiting for " << what << "; it said: " << read_file(errors));
     return observer.children(path) == n;
   }, what);
 }
@@ -103,13 +104,13 @@ void survive_an_expiry(const std::string& subcommand, std::vector<std::string> e
   waiter_args.insert(waiter_args.end(), {"--", "touch", dir.file("ran")});
   auto errors = dir.file("stderr");
   auto waiter = start_dlock(waiter_args, "/dev/null", errors);
-  wait_for_children(observer, path, 2, *waiter, "the waiter to queue");
+  wait_for_children(observer, path, 2, *waiter, "the waiter to queue", errors);
 
   proxy.black_hole(true);  // the servers hear nothing from the waiter: they expire its session, and its node
-  wait_for_children(observer, path, 1, *waiter, "the waiter's session to expire");
+  wait_for_children(observer, path, 1, *waiter, "the waiter's session to expire", errors);
   proxy.black_hole(false);
   proxy.cut_all();  // the waiter reconnects, learns of the expiry, opens a new session
-  wait_for_children(observer, path, 2, *waiter, "the waiter to queue again");
+  wait_for_children(observer, path, 2, *waiter, "the waiter to queue again", errors);
 
   std::ofstream(dir.file("release")).put('\n');
   BOOST_CHECK_EQUAL(holder->wait(), 0);

@@ -83,6 +83,7 @@ elect_settings settings_from(const parsed_arguments& parsed) {
 zk::election_options campaign_options() {
   zk::election_options options;
   options.restart_after_expiry = true;
+  options.retry.max_attempts = 1'000'000;  // connection losses retried until --timeout, as for locks
   return options;
 }
 

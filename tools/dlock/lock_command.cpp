@@ -80,9 +80,15 @@ lock_settings settings_from(const parsed_arguments& parsed) {
 
 // A session that expires while dlock waits (a partition, say) costs its
 // place in the queue, not the wait: the acquire starts again on the next session.
+// Practically unlimited, with the backoff capped (retry_policy::max_backoff).
+constexpr int waiting_retries = 1'000'000;
+
 zk::lock_options zk_lock_options() {
   zk::lock_options options;
   options.restart_after_expiry = true;
+  // Connection losses while waiting are retried until --timeout: a partition
+  // that outlasts the library's default attempts must not end the wait.
+  options.retry.max_attempts = waiting_retries;
   return options;
 }
 

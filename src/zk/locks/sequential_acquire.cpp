@@ -169,8 +169,11 @@ class sequential_acquire_op final : public acquire_op_base {
   // Nothing was held, and the expiry took our node, so starting again on the
   // next session leaves nothing behind.
   bool restarts_after(error_code ec) const {
-    return core_->options.restart_after_expiry && waits_ && !completed() && !machine_.cancelled() &&
-           classify(ec) == step_result::session_lost;
+    if (!core_->options.restart_after_expiry || !waits_ || completed() || machine_.cancelled()) return false;
+    if (classify(ec) == step_result::session_lost) return true;
+    // Our node missing from a listing made on a newer session: the same
+    // expiry, seen after the client had already reopened.
+    return ec == dlock::error::lost && core_->zk.session_id() != attempt_session_;
   }
 
   // connect() waits through the client's reopening of the session, and fails
