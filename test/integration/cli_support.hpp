@@ -14,6 +14,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -58,6 +59,15 @@ class process {
   process& operator=(const process&) = delete;
 
   void signal(int signo) const { ::kill(pid_, signo); }
+
+  /// The exit status (as wait() gives it) if the process has ended; never blocks.
+  std::optional<int> poll() {
+    int st = 0;
+    if (status_ < 0 && ::waitpid(pid_, &st, WNOHANG) == pid_)
+      status_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    if (status_ < 0) return std::nullopt;
+    return status_;
+  }
 
   /// The exit status as a shell reports it; fails the test after `patience`.
   int wait() {

@@ -1,8 +1,9 @@
-// The dlock tool's I/O-free pieces: durations, host lists, exit statuses, CMD's environment.
+// The dlock tool's I/O-free pieces: durations, host lists, exit statuses, CMD's environment, credentials.
 #include "dlock/duration.hpp"
 #include "dlock/environment.hpp"
 #include "dlock/exit_status.hpp"
 #include "dlock/hosts.hpp"
+#include "dlock/secrets.hpp"
 
 #include <boost/test/unit_test.hpp>
 
@@ -113,6 +114,39 @@ BOOST_AUTO_TEST_CASE(an_inherited_fencing_token_never_leaks) {
   auto env = child_environment(inherited, {"DLOCK_LOCK_NAME=k"});
   BOOST_TEST((env == std::vector<std::string>{"DLOCK_FENCING_TOKEN_X=keep", "DLOCK_LOCK_NAME=k"}));
   BOOST_TEST(child_environment(nullptr, {}).empty());
+}
+
+BOOST_AUTO_TEST_CASE(dlock_secrets_are_not_passed_on) {
+  const char* inherited[] = {"DLOCK_REDIS_PASSWORD=p", "DLOCK_ZK_AUTH=u:p", "REDISCLI_AUTH=kept", nullptr};
+  auto env = child_environment(inherited, {"DLOCK_LOCK_NAME=k"});
+  BOOST_TEST((env == std::vector<std::string>{"REDISCLI_AUTH=kept", "DLOCK_LOCK_NAME=k"}));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(cli_secrets)
+
+BOOST_AUTO_TEST_CASE(a_file_loses_one_line_ending_only) {
+  BOOST_TEST(without_line_end("pass\n") == "pass");
+  BOOST_TEST(without_line_end("pass\r\n") == "pass");
+  BOOST_TEST(without_line_end("pass") == "pass");
+  BOOST_TEST(without_line_end("pass\n\n") == "pass\n");
+  BOOST_TEST(without_line_end(" pass \n") == " pass ");  // spaces may be part of it
+  BOOST_TEST(without_line_end("pass\r") == "pass\r");   // no line ending: kept whole
+  BOOST_TEST(without_line_end("") == "");
+}
+
+BOOST_AUTO_TEST_CASE(digest_credentials_split_at_the_first_colon) {
+  auto d = parse_digest("user:pa:ss");
+  BOOST_REQUIRE(d.has_value());
+  BOOST_TEST(d->user == "user");
+  BOOST_TEST(d->password == "pa:ss");
+  auto empty_password = parse_digest("user:");
+  BOOST_REQUIRE(empty_password.has_value());
+  BOOST_TEST(empty_password->password == "");
+  BOOST_TEST(!parse_digest("no-colon").has_value());
+  BOOST_TEST(!parse_digest(":password").has_value());
+  BOOST_TEST(!parse_digest("").has_value());
 }
 
 BOOST_AUTO_TEST_SUITE_END()

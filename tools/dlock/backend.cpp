@@ -6,6 +6,7 @@
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/deferred.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 
 namespace dlock::cli {
@@ -13,20 +14,43 @@ namespace {
 
 constexpr auto with_error = asio::as_tuple(asio::deferred);
 
-std::string address_text(const host_port& address) { return address.host + ":" + std::to_string(address.port); }
+std::string address_text(const redis::connection& connection) {
+  const auto& o = connection.get_options();
+  return o.host + ":" + std::to_string(o.port);
+}
+
+// The connects' outcomes so far; `news` is cancelled at each one, waking
+// connect_redis (the connects complete on this thread, so none is missed).
+struct connect_tally {
+  explicit connect_tally(asio::any_io_executor executor) : news(executor) {}
+  std::size_t connected = 0;
+  std::size_t failed = 0;
+  std::string last_error;
+  bool decided = false;  // connect_redis has returned (or was abandoned): later outcomes are not news
+  asio::steady_timer news;
+};
+
+struct mark_decided {
+  std::shared_ptr<connect_tally> tally;
+  ~mark_decided() { tally->decided = true; }
+};
 
 }  // namespace
 
-asio::awaitable<std::shared_ptr<zk::client>> connect_zk(std::string hosts,
-                                                        std::chrono::milliseconds session_timeout) {
+std::shared_ptr<zk::client> make_zk_client(asio::any_io_executor executor, const zk_settings& settings) {
   zk::options options;
-  options.hosts = hosts;
-  options.session_timeout = session_timeout;
-  auto client = std::make_shared<zk::client>(co_await asio::this_coro::executor, options);
+  options.hosts = settings.hosts;
+  options.session_timeout = settings.session_timeout;
+  options.connect_timeout = settings.connect_timeout;
+  if (settings.auth) options.digest_auth.push_back({settings.auth->user, settings.auth->password});
+  auto client = std::make_shared<zk::client>(std::move(executor), options);
   keep_until_drained(client);
+  return client;
+}
+
+asio::awaitable<void> connect_zk(std::shared_ptr<zk::client> client, std::string hosts) {
   auto [ec] = co_await client->connect(with_error);
   if (ec) throw failure("cannot connect to ZooKeeper at " + hosts + ": " + ec.message());
-  co_return client;
 }
 
 asio::awaitable<void> close_zk(zk::client& client) {
@@ -34,29 +58,52 @@ asio::awaitable<void> close_zk(zk::client& client) {
   if (ec) detail::log(log_level::debug, "closing the ZooKeeper session: " + ec.message());
 }
 
-asio::awaitable<std::vector<std::shared_ptr<redis::connection>>> connect_redis(std::vector<host_port> addresses) {
-  auto executor = co_await asio::this_coro::executor;
+std::vector<std::shared_ptr<redis::connection>> make_redis_connections(asio::any_io_executor executor,
+                                                                       const redis_settings& settings) {
   std::vector<std::shared_ptr<redis::connection>> connections;
-  std::size_t connected = 0;
-  std::string last_error;
-  for (const auto& address : addresses) {
+  for (const auto& master : settings.masters) {
     redis::options options;
-    options.host = address.host;
-    options.port = address.port;
+    options.host = master.host;
+    options.port = master.port;
+    options.connect_timeout = settings.connect_timeout;
+    options.username = settings.username;
+    options.password = settings.password;
+    options.tls = settings.tls;
     auto connection = std::make_shared<redis::connection>(executor, options);
     keep_until_drained(connection);
-    auto [ec] = co_await connection->connect(with_error);
-    if (ec) {
-      last_error = "cannot connect to Redis at " + address_text(address) + ": " + ec.message();
-      if (addresses.size() > 1) detail::log(log_level::warning, last_error);
-    } else {
-      ++connected;
-    }
-    connections.push_back(std::move(connection));  // a failed master keeps reconnecting in the background
+    connections.push_back(std::move(connection));
   }
-  if (connected <= addresses.size() / 2)
-    throw failure(addresses.size() == 1 ? last_error : "cannot connect to a majority of the Redis masters");
-  co_return connections;
+  return connections;
+}
+
+asio::awaitable<void> connect_redis(std::vector<std::shared_ptr<redis::connection>> connections) {
+  auto tally = std::make_shared<connect_tally>(co_await asio::this_coro::executor);
+  const bool several = connections.size() > 1;
+  for (auto& connection : connections) {
+    connection->connect([tally, where = address_text(*connection), several](error_code ec) {
+      if (tally->decided) return;
+      if (ec) {
+        ++tally->failed;
+        tally->last_error = "cannot connect to Redis at " + where + ": " + ec.message();
+        if (several) detail::log(log_level::warning, tally->last_error);
+      } else {
+        ++tally->connected;
+      }
+      tally->news.cancel();
+    });
+  }
+  mark_decided on_return{tally};
+  const std::size_t majority = connections.size() / 2 + 1;
+  while (tally->connected < majority && tally->failed <= connections.size() - majority) {
+    tally->news.expires_at(asio::steady_timer::time_point::max());
+    co_await tally->news.async_wait(with_error);  // a cancellation of ours throws at the next co_await
+  }
+  if (tally->connected < majority)
+    throw failure(several ? "cannot connect to a majority of the Redis masters" : tally->last_error);
+}
+
+void close_redis(const std::vector<std::shared_ptr<redis::connection>>& connections) {
+  for (const auto& connection : connections) connection->close();
 }
 
 }  // namespace dlock::cli

@@ -23,12 +23,12 @@ int queue_command(const std::vector<std::string>& args);
 inline constexpr subcommand subcommands[] = {
     {"lock",
      "dlock lock (--zk HOSTS PATH [--shared] | --redis HOST:PORT[,HOST:PORT...] KEY [--ttl D]) "
-     "[--timeout D] [--grace D] -- CMD [ARGS...]",
+     "[--timeout D] [--connect-timeout D] [--grace D] [AUTH/TLS OPTIONS] -- CMD [ARGS...]",
      "run CMD while holding a ZooKeeper or Redis lock", &lock_command},
-    {"elect", "dlock elect --zk HOSTS PATH [--id ID] [--timeout D] [--grace D] -- CMD [ARGS...]",
+    {"elect", "dlock elect --zk HOSTS PATH [--id ID] [--timeout D] [--connect-timeout D] [--grace D] -- CMD [ARGS...]",
      "campaign for leadership, run CMD while leader", &elect_command},
-    {"leader", "dlock leader --zk HOSTS PATH [--watch]", "print the current leader's id", &leader_command},
-    {"queue", "dlock queue --zk HOSTS PATH (put DATA | take [--timeout D] | peek | size)",
+    {"leader", "dlock leader --zk HOSTS PATH [--watch] [--connect-timeout D]", "print the current leader's id", &leader_command},
+    {"queue", "dlock queue --zk HOSTS PATH (put DATA | take [--timeout D] | peek | size) [--connect-timeout D]",
      "use a ZooKeeper queue", &queue_command},
 };
 

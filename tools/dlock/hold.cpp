@@ -27,6 +27,17 @@ int status_for(const acquire_outcome& outcome, const hold_settings& settings) {
   return exit_status::failed;
 }
 
+int status_for(const wait_end& ended, const hold_settings& settings) {
+  if (ended.failure) return status_for_exception(ended.failure);
+  return status_for(acquire_outcome{ended.end, {}, ended.signo}, settings);
+}
+
+bool one_attempt(const hold_settings& settings) noexcept { return settings.timeout && settings.timeout->count() == 0; }
+
+void arm_deadline(asio::steady_timer& deadline, const hold_settings& settings) {
+  arm(deadline, one_attempt(settings) ? std::nullopt : settings.timeout);
+}
+
 int start_command(child_process& child, const hold_settings& settings, const std::vector<std::string>& variables) {
   int err = child.start(settings.command, child_environment(environ, variables));
   if (err == 0) return exit_status::success;

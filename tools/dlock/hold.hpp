@@ -43,6 +43,16 @@ struct acquire_outcome {
 
 /// Maps an outcome to 0 (held) or the status to exit with, printing why.
 int status_for(const acquire_outcome& outcome, const hold_settings& settings);
+/// The same for connecting: 0 once connected, else why not (a failure: 125).
+int status_for(const wait_end& ended, const hold_settings& settings);
+
+/// True for --timeout 0: one attempt, bounded by itself (a zero timer would
+/// beat it every time), so the timer is never armed.
+bool one_attempt(const hold_settings& settings) noexcept;
+
+/// Arms `deadline` for the whole wait, connecting included: once, when the
+/// subcommand starts.
+void arm_deadline(asio::steady_timer& deadline, const hold_settings& settings);
 
 /// Runs CMD with `variables` added to the environment; returns the exit
 /// status (after printing why) if it cannot be started, else 0.
@@ -58,16 +68,13 @@ asio::awaitable<acquire_outcome> race_acquisition(Operation operation, asio::ste
   co_return acquire_outcome{first_finished(order[0]), ec, signo};
 }
 
-/// Acquires `lock` unless the timeout runs out or a signal in `stop` comes first.
+/// Acquires `lock` unless `deadline` (see arm_deadline) runs out or a signal in `stop` comes first.
 template <class Lock>
-asio::awaitable<int> acquire_within(Lock& lock, hold_settings settings, asio::signal_set& stop) {
-  asio::steady_timer timer(co_await asio::this_coro::executor);
-  bool one_attempt = settings.timeout && settings.timeout->count() == 0;
-  // One attempt is bounded by itself: a zero timer would beat it every time.
-  arm(timer, one_attempt ? std::nullopt : settings.timeout);
+asio::awaitable<int> acquire_within(Lock& lock, hold_settings settings, asio::steady_timer& deadline,
+                                    asio::signal_set& stop) {
   acquire_outcome outcome;
-  if (one_attempt) outcome = co_await race_acquisition(lock.try_acquire(asio::deferred), &timer, &stop);
-  else outcome = co_await race_acquisition(lock.acquire(asio::deferred), &timer, &stop);
+  if (one_attempt(settings)) outcome = co_await race_acquisition(lock.try_acquire(asio::deferred), &deadline, &stop);
+  else outcome = co_await race_acquisition(lock.acquire(asio::deferred), &deadline, &stop);
   co_return status_for(outcome, settings);
 }
 
@@ -82,9 +89,11 @@ std::vector<std::string> lock_variables(Lock& lock, const std::string& name) {
 
 /// The whole of `dlock lock` / `dlock elect` once connected; returns the exit status.
 template <class Lock>
-asio::awaitable<int> hold_while_running(Lock& lock, hold_settings settings, asio::signal_set& stop) {
+asio::awaitable<int> hold_while_running(Lock& lock, hold_settings settings, asio::steady_timer& deadline,
+                                        asio::signal_set& stop) {
   child_process child(co_await asio::this_coro::executor);  // hears SIGCHLD from now on
-  if (int status = co_await acquire_within(lock, settings, stop); status != exit_status::success) co_return status;
+  if (int status = co_await acquire_within(lock, settings, deadline, stop); status != exit_status::success)
+    co_return status;
   int status = start_command(child, settings, lock_variables(lock, settings.name));
   if (status == exit_status::success) status = co_await supervise(child, lock.loss(), stop, settings.grace);
   // Released only now that CMD has exited (killed if need be): never while it runs.

@@ -3,6 +3,7 @@
 #include "dlock/command_line.hpp"
 #include "dlock/commands.hpp"
 #include "dlock/hold.hpp"
+#include "dlock/server_options.hpp"
 
 #include <dlock/redis/lock.hpp>
 #include <dlock/redis/redlock.hpp>
@@ -23,11 +24,10 @@ using std::chrono::milliseconds;
 constexpr milliseconds practically_forever = std::chrono::hours(24 * 365 * 10);
 
 struct lock_settings {
-  std::string zk_hosts;            // empty: Redis
-  std::vector<host_port> redis;
+  std::optional<zk_settings> zk;  // none: Redis
+  redis_settings redis;
   bool shared = false;
   milliseconds ttl{10'000};
-  milliseconds session_timeout = default_session_timeout;
   hold_settings hold;
 };
 
@@ -38,11 +38,15 @@ po::options_description lock_options() {
       ("redis", po::value<std::string>(), "one Redis server (a single-instance lock) or several masters "
                                           "(Redlock), HOST:PORT[,HOST:PORT...]; the lock is KEY")
       ("shared", "ZooKeeper: take the read side of the read/write lock at PATH")
-      ("timeout", po::value<std::string>(), "give up (status 124) if not acquired within D (0: one attempt)")
+      ("timeout", po::value<std::string>(), "give up (status 124) if not acquired within D, connecting included "
+                                            "(0: one attempt)")
       ("ttl", po::value<std::string>()->default_value("10s"), "Redis: the lock's TTL (extended while CMD runs)")
       ("session-timeout", po::value<std::string>()->default_value("10s"), "ZooKeeper: the session timeout")
       ("grace", po::value<std::string>()->default_value("5s"), "after a loss, SIGKILL CMD this long after SIGTERM")
       ("name", po::value<std::string>(), "the lock's PATH or KEY (positional)");
+  add_connect_timeout_option(options);
+  add_zk_auth_options(options);
+  add_redis_auth_options(options);
   add_common_options(options);
   return options;
 }
@@ -62,49 +66,78 @@ lock_settings settings_from(const parsed_arguments& parsed) {
     if (zk->empty()) throw usage_error("--zk: no servers given");
     require_zk_path(s.hold.name);
     if (!values["ttl"].defaulted()) throw usage_error("--ttl is for --redis");
-    s.zk_hosts = *zk;
-    s.session_timeout = *duration_option(values, "session-timeout");
+    s.zk = zk_settings_from(values, *zk, *duration_option(values, "session-timeout"));
   } else {
     auto addresses = parse_host_list(*redis);
     if (!addresses) throw usage_error("--redis: '" + *redis + "' is not HOST:PORT[,HOST:PORT...] with each master once");
     if (s.shared) throw usage_error("--shared is for --zk");
-    s.redis = std::move(*addresses);
+    s.redis = redis_settings_from(values, std::move(*addresses));
     s.ttl = *duration_option(values, "ttl");
     if (s.ttl.count() == 0) throw usage_error("--ttl must be more than 0");
   }
   return s;
 }
 
-asio::awaitable<int> lock_on_zk(lock_settings s) {
-  asio::signal_set stop(co_await asio::this_coro::executor, SIGINT, SIGTERM, SIGHUP);
-  auto client = co_await connect_zk(s.zk_hosts, s.session_timeout);
-  int status = exit_status::failed;
+// A session that expires while dlock waits (a partition, say) costs its
+// place in the queue, not the wait: the acquire starts again on the next session.
+// Practically unlimited, with the backoff capped (retry_policy::max_backoff).
+constexpr int waiting_retries = 1'000'000;
+
+zk::lock_options zk_lock_options() {
+  zk::lock_options options;
+  options.restart_after_expiry = true;
+  // Connection losses while waiting are retried until --timeout: a partition
+  // that outlasts the library's default attempts must not end the wait.
+  options.retry.max_attempts = waiting_retries;
+  return options;
+}
+
+asio::awaitable<int> hold_on_zk(zk::client& client, lock_settings s, asio::steady_timer& deadline,
+                                asio::signal_set& stop) {
   if (s.shared) {
-    zk::shared_mutex lock(*client, s.hold.name);
-    status = co_await hold_while_running(lock.reader(), s.hold, stop);
-  } else {
-    zk::mutex lock(*client, s.hold.name);
-    status = co_await hold_while_running(lock, s.hold, stop);
+    zk::shared_mutex lock(client, s.hold.name, zk_lock_options());
+    co_return co_await hold_while_running(lock.reader(), s.hold, deadline, stop);
   }
+  zk::mutex lock(client, s.hold.name, zk_lock_options());
+  co_return co_await hold_while_running(lock, s.hold, deadline, stop);
+}
+
+asio::awaitable<int> lock_on_zk(lock_settings s) {
+  auto executor = co_await asio::this_coro::executor;
+  asio::signal_set stop(executor, SIGINT, SIGTERM, SIGHUP);
+  asio::steady_timer deadline(executor);
+  arm_deadline(deadline, s.hold);
+  auto client = make_zk_client(executor, *s.zk);
+  auto connected = co_await connect_within(connect_zk(client, s.zk->hosts), deadline, stop);
+  int status = status_for(connected, s.hold);
+  if (status == exit_status::success) status = co_await hold_on_zk(*client, s, deadline, stop);
   co_await close_zk(*client);  // our node goes now, not at session expiry
   co_return status;
+}
+
+asio::awaitable<int> hold_on_redis(std::vector<std::shared_ptr<redis::connection>> connections, lock_settings s,
+                                   asio::steady_timer& deadline, asio::signal_set& stop) {
+  if (connections.size() == 1) {
+    redis::lock lock(*connections.front(), s.hold.name,
+                     {.ttl = s.ttl, .wait = practically_forever, .auto_extend = true});
+    co_return co_await hold_while_running(lock, s.hold, deadline, stop);
+  }
+  auto executor = co_await asio::this_coro::executor;
+  redis::redlock lock(executor, connections, s.hold.name,
+                      {.ttl = s.ttl, .retry_count = -1, .wait_limit = practically_forever, .auto_extend = true});
+  co_return co_await hold_while_running(lock, s.hold, deadline, stop);
 }
 
 asio::awaitable<int> lock_on_redis(lock_settings s) {
   auto executor = co_await asio::this_coro::executor;
   asio::signal_set stop(executor, SIGINT, SIGTERM, SIGHUP);
-  auto connections = co_await connect_redis(s.redis);
-  int status = exit_status::failed;
-  if (connections.size() == 1) {
-    redis::lock lock(*connections.front(), s.hold.name,
-                     {.ttl = s.ttl, .wait = practically_forever, .auto_extend = true});
-    status = co_await hold_while_running(lock, s.hold, stop);
-  } else {
-    redis::redlock lock(executor, connections, s.hold.name,
-                        {.ttl = s.ttl, .retry_count = -1, .wait_limit = practically_forever, .auto_extend = true});
-    status = co_await hold_while_running(lock, s.hold, stop);
-  }
-  for (auto& connection : connections) connection->close();
+  asio::steady_timer deadline(executor);
+  arm_deadline(deadline, s.hold);
+  auto connections = make_redis_connections(executor, s.redis);
+  auto connected = co_await connect_within(connect_redis(connections), deadline, stop);
+  int status = status_for(connected, s.hold);
+  if (status == exit_status::success) status = co_await hold_on_redis(connections, s, deadline, stop);
+  close_redis(connections);
   co_return status;
 }
 
@@ -117,12 +150,12 @@ int lock_command(const std::vector<std::string>& args) {
       "in its environment. SIGINT, SIGTERM and SIGHUP are forwarded to CMD; the lock is\n"
       "released once CMD exits. If the lock is lost, CMD gets SIGTERM, then SIGKILL.\n"
       "Durations: 500ms, 30s, 2m, 1h (a bare number is seconds).\n\n" +
-      std::string(exit_status::help_text()));
+      std::string(secrets_help_text(true)) + std::string(exit_status::help_text()));
   if (!parsed_or_help) return exit_status::success;
   auto& parsed = *parsed_or_help;
   auto settings = settings_from(parsed);
   route_library_log(parsed.values.count("verbose") > 0);
-  if (!settings.zk_hosts.empty()) return run_to_exit_status(&lock_on_zk, std::move(settings));
+  if (settings.zk) return run_to_exit_status(&lock_on_zk, std::move(settings));
   return run_to_exit_status(&lock_on_redis, std::move(settings));
 }
 

@@ -5,6 +5,7 @@
 #include "dlock/exit_status.hpp"
 #include "dlock/race.hpp"
 #include "dlock/run.hpp"
+#include "dlock/server_options.hpp"
 
 #include <dlock/error.hpp>
 #include <dlock/zk/queue.hpp>
@@ -21,7 +22,7 @@ namespace {
 enum class queue_action { put, take, peek, size };
 
 struct queue_settings {
-  std::string zk_hosts;
+  zk_settings zk;
   std::string path;
   queue_action action = queue_action::size;
   std::string data;
@@ -34,10 +35,13 @@ po::options_description queue_options() {
   po::options_description options("Options");
   options.add_options()
       ("zk", po::value<std::string>(), "ZooKeeper servers \"host:port,...[/chroot]\"")
-      ("timeout", po::value<std::string>(), "take: give up (status 124) if nothing arrives within D")
+      ("timeout", po::value<std::string>(), "take: give up (status 124) if nothing arrives within D, "
+                                            "connecting included")
       ("path", po::value<std::string>(), "the queue's PATH (positional)")
       ("action", po::value<std::string>(), "put, take, peek or size (positional)")
       ("data", po::value<std::string>(), "put: the item (positional)");
+  add_connect_timeout_option(options);
+  add_zk_auth_options(options);
   add_common_options(options);
   return options;
 }
@@ -52,7 +56,7 @@ queue_action action_named(const std::string& name) {
 
 queue_settings settings_from(const po::variables_map& values) {
   queue_settings s;
-  s.zk_hosts = required_string(values, "zk", "--zk HOSTS is required");
+  s.zk = zk_settings_from(values, required_string(values, "zk", "--zk HOSTS is required"));
   s.path = required_string(values, "path", "missing the queue's PATH");
   require_zk_path(s.path);
   s.action = action_named(required_string(values, "action", "missing the action: put, take, peek or size"));
@@ -67,10 +71,8 @@ queue_settings settings_from(const po::variables_map& values) {
 
 void print_item(const std::string& item) { std::cout << item << std::endl; }
 
-asio::awaitable<int> take(zk::queue& queue, std::optional<std::chrono::milliseconds> timeout, asio::signal_set& stop) {
-  asio::steady_timer timer(co_await asio::this_coro::executor);
-  arm(timer, timeout);
-  auto [order, ec, item, timer_ec, signal_ec, signo] = co_await race(queue.take(asio::deferred), timer, stop);
+asio::awaitable<int> take(zk::queue& queue, asio::steady_timer& deadline, asio::signal_set& stop) {
+  auto [order, ec, item, timer_ec, signal_ec, signo] = co_await race(queue.take(asio::deferred), deadline, stop);
   // The take's own result first: a take stopped by the timeout or a signal
   // while its item's removal was under way still completes with the item,
   // which is gone from the queue: print it (and succeed), never drop it.
@@ -90,14 +92,14 @@ asio::awaitable<int> take(zk::queue& queue, std::optional<std::chrono::milliseco
   throw failure("take: " + ec.message());
 }
 
-asio::awaitable<int> act(zk::queue& queue, queue_settings s, asio::signal_set& stop) {
+asio::awaitable<int> act(zk::queue& queue, queue_settings s, asio::steady_timer& deadline, asio::signal_set& stop) {
   switch (s.action) {
     case queue_action::put: {
       auto [ec, node] = co_await queue.offer(s.data, with_error);
       if (ec) throw failure("put: " + ec.message());
       co_return exit_status::success;
     }
-    case queue_action::take: co_return co_await take(queue, s.timeout, stop);
+    case queue_action::take: co_return co_await take(queue, deadline, stop);
     case queue_action::peek: {
       auto [ec, head] = co_await queue.peek(with_error);
       if (ec) throw failure("peek: " + ec.message());
@@ -115,15 +117,29 @@ asio::awaitable<int> act(zk::queue& queue, queue_settings s, asio::signal_set& s
   co_return exit_status::failed;
 }
 
+asio::awaitable<int> act_on_queue(zk::client& client, queue_settings s, asio::steady_timer& deadline,
+                                  asio::signal_set& stop) {
+  zk::queue queue(client, s.path);
+  co_return co_await act(queue, s, deadline, stop);
+}
+
 asio::awaitable<int> use_queue(queue_settings s) {
-  asio::signal_set stop(co_await asio::this_coro::executor, SIGINT, SIGTERM, SIGHUP);
-  auto client = co_await connect_zk(s.zk_hosts, default_session_timeout);
+  auto executor = co_await asio::this_coro::executor;
+  asio::signal_set stop(executor, SIGINT, SIGTERM, SIGHUP);
+  asio::steady_timer deadline(executor);  // take --timeout: connecting counts
+  arm(deadline, s.timeout);
+  auto client = make_zk_client(executor, s.zk);
+  auto connected = co_await connect_within(connect_zk(client, s.zk.hosts), deadline, stop);
   int status = exit_status::failed;
-  {
-    zk::queue queue(*client, s.path);
-    status = co_await act(queue, s, stop);
+  switch (connected.end) {
+    case race_end::timeout: status = exit_status::timed_out; break;
+    case race_end::signal: status = exit_status::for_signal(connected.signo); break;
+    case race_end::operation:
+      if (!connected.failure) status = co_await act_on_queue(*client, s, deadline, stop);
+      break;
   }
   co_await close_zk(*client);
+  if (connected.failure) std::rethrow_exception(connected.failure);
   co_return status;
 }
 
@@ -136,7 +152,8 @@ int queue_command(const std::vector<std::string>& args) {
       "Exit status: 0; 1 peek on an empty queue (nothing printed); 2 usage error;\n"
       "124 take --timeout with nothing arriving; 125 failure (a take whose removal\n"
       "is uncertain prints the item and exits 125); 128+N stopped by signal N.\n"
-      "A take stopped (timeout, signal) after it removed its item prints it, status 0.\n");
+      "A take stopped (timeout, signal) after it removed its item prints it, status 0.\n\n" +
+      std::string(secrets_help_text(false)));
   if (!parsed_or_help) return exit_status::success;
   auto& parsed = *parsed_or_help;
   auto settings = settings_from(parsed.values);

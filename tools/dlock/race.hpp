@@ -3,13 +3,17 @@
 
 #include <dlock/config.hpp>
 
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/co_spawn.hpp>
 #include <boost/asio/deferred.hpp>
 #include <boost/asio/experimental/parallel_group.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
 #include <chrono>
+#include <exception>
 #include <optional>
 
 namespace dlock::cli {
@@ -38,6 +42,27 @@ auto race(Operation operation, asio::steady_timer& timer, asio::signal_set& sign
   return ex::make_parallel_group(std::move(operation), timer.async_wait(asio::deferred),
                                  signals.async_wait(asio::deferred))
       .async_wait(ex::wait_for_one(), asio::use_awaitable);
+}
+
+/// How waiting for something other than the lock (connecting) ended: it
+/// finished (race_end::operation, with `failure` if it threw), the timeout
+/// ran out, or signal `signo` came.
+struct wait_end {
+  race_end end = race_end::operation;
+  int signo = 0;
+  std::exception_ptr failure;
+};
+
+/// Runs `connecting` unless `deadline` (the --timeout, armed when dlock
+/// started) or a signal in `stop` comes first. Connecting thus counts
+/// against --timeout like the wait for the lock.
+inline asio::awaitable<wait_end> connect_within(asio::awaitable<void> connecting, asio::steady_timer& deadline,
+                                                asio::signal_set& stop) {
+  auto executor = co_await asio::this_coro::executor;
+  auto [order, failed, timer_ec, signal_ec, signo] =
+      co_await race(asio::co_spawn(executor, std::move(connecting), asio::deferred), deadline, stop);
+  auto end = first_finished(order[0]);
+  co_return wait_end{end, signo, end == race_end::operation ? failed : nullptr};
 }
 
 }  // namespace dlock::cli

@@ -24,6 +24,10 @@ struct election_options {
   /// suspended connection, `session` only when the session is lost.
   loss_policy policy = loss_policy::standard;
   retry_policy retry;  ///< how requests cut by a connection loss are retried
+
+  /// A campaign whose session expires before it leads joins again on the
+  /// reopened session instead of failing (see `lock_options::restart_after_expiry`).
+  bool restart_after_expiry = false;
 };
 
 namespace detail {
@@ -57,7 +61,9 @@ class leader_election {
   leader_election(client& zk, std::string path, election_options options = {})
       : zk_(detail::borrow_session(zk)),
         path_(std::move(path)),
-        candidate_(zk, path_, lock_options{.identifier = {}, .policy = options.policy, .retry = options.retry}) {}
+        candidate_(zk, path_,
+                   lock_options{.identifier = {}, .policy = options.policy, .retry = options.retry,
+                                .restart_after_expiry = options.restart_after_expiry}) {}
 
   /// Joins as candidate `id` and completes once this candidate leads.
   /// Cancellable (any cancellation type): a cancelled campaign leaves no node.

@@ -124,6 +124,10 @@ class removal_op : public std::enable_shared_from_this<removal_op> {
       case step_result::session_lost:
         // The session ended, and our ephemeral node with it: the hold was lost.
         return complete(report_ ? report_ : ec);
+      case step_result::closed:
+        // The client was closed (a program exiting, say): closing ended the
+        // session, which takes our ephemeral node with it. Nothing to report.
+        return complete(report_ ? report_ : ec);
       default:
         if (dlock::detail::log_enabled(log_level::error))
           dlock::detail::log(log_level::error, "zk lock: could not delete " + node_.path + ": " + ec.message());

@@ -2,8 +2,11 @@
 // client and feeds the replies back. No decision is taken here.
 #include "lock_core.hpp"
 
+#include <dlock/log.hpp>
 #include <dlock/zk/error.hpp>
 
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/error.hpp>
 #include <boost/asio/steady_timer.hpp>
 
@@ -18,10 +21,15 @@ class sequential_acquire_op final : public acquire_op_base {
  public:
   sequential_acquire_op(lock_core_ptr core, acquire_mode mode, asio::any_completion_handler<void(error_code)> handler)
       : acquire_op_base(std::move(core), std::move(handler)),
-        machine_({core_->role, core_->path, mode != acquire_mode::try_once, core_->options.retry}, make_guid()) {}
+        waits_(mode != acquire_mode::try_once),
+        machine_(machine_settings(), make_guid()) {}
 
   void cancel(error_code reason) override {
     if (completed()) return;
+    if (awaiting_session_) {
+      cancel_reason_ = reason;
+      return session_wait_stop_.emit(asio::cancellation_type::terminal);
+    }
     if (!machine_.cancel(reason)) return;
     // Interrupt what we wait on; its completion then drives the cleanup.
     if (current_ == action::wait) watch_.cancel();
@@ -34,7 +42,14 @@ class sequential_acquire_op final : public acquire_op_base {
     return asio::bind_executor(core_->strand, std::forward<F>(f));
   }
 
-  void run() override { run(machine_.start()); }
+  acquire_machine::settings machine_settings() const {
+    return {core_->role, core_->path, waits_, core_->options.retry};
+  }
+
+  void run() override {
+    attempt_session_ = core_->zk.session_id();
+    run(machine_.start());
+  }
 
   void run(action next) {
     current_ = next;
@@ -145,15 +160,55 @@ class sequential_acquire_op final : public acquire_op_base {
 
   void finish() {
     auto ec = machine_.result();
+    if (ec && restarts_after(ec)) return await_new_session(ec);
     if (!ec && !completed()) core_->on_acquired(machine_.own_path(), machine_.fencing_token(), owner_);
     complete(ec);
+  }
+
+  // lock_options::restart_after_expiry: the session ended while we waited.
+  // Nothing was held, and the expiry took our node, so starting again on the
+  // next session leaves nothing behind.
+  bool restarts_after(error_code ec) const {
+    if (!core_->options.restart_after_expiry || !waits_ || completed() || machine_.cancelled()) return false;
+    if (classify(ec) == step_result::session_lost) return true;
+    // Our node missing from a listing made on a newer session: the same
+    // expiry, seen after the client had already reopened.
+    return ec == dlock::error::lost && core_->zk.session_id() != attempt_session_;
+  }
+
+  // connect() waits through the client's reopening of the session, and fails
+  // at once when none will come (reopen_on_expiry off, closed, auth failed).
+  void await_new_session(error_code expiry) {
+    awaiting_session_ = true;
+    expiry_ = expiry;
+    core_->zk.connect(asio::bind_cancellation_slot(
+        session_wait_stop_.slot(), on_strand([self = shared()](error_code ec) { self->on_session(ec); })));
+  }
+
+  void on_session(error_code ec) {
+    awaiting_session_ = false;
+    if (cancel_reason_) return complete(cancel_reason_);
+    if (ec == dlock::error::timed_out) return await_new_session(expiry_);  // still reconnecting
+    if (ec) return complete(ec);
+    // The same session back: it was not an expiry after all, and our node may live on.
+    if (core_->zk.session_id() == attempt_session_) return complete(expiry_);
+    if (dlock::detail::log_enabled(log_level::info))
+      dlock::detail::log(log_level::info, "zk lock: the session expired while waiting for " + core_->path +
+                                              ": queueing again on the new session");
+    machine_ = acquire_machine(machine_settings(), make_guid());
+    run();
   }
 
   std::shared_ptr<sequential_acquire_op> shared() {
     return std::static_pointer_cast<sequential_acquire_op>(shared_from_this());
   }
 
+  bool waits_;  // not try_acquire
   acquire_machine machine_;
+  std::int64_t attempt_session_ = 0;  // the session this attempt started on
+  bool awaiting_session_ = false;
+  asio::cancellation_signal session_wait_stop_;
+  error_code expiry_, cancel_reason_;
   zk::watch watch_;
   std::optional<asio::steady_timer> timer_;
   action current_ = action::done;

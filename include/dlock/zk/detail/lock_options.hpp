@@ -28,6 +28,15 @@ struct lock_options {
   std::string identifier;
   loss_policy policy = loss_policy::standard;  ///< when a held lock counts as lost
   retry_policy retry;                          ///< retries of a connection loss while acquiring
+
+  /// A waiting acquire (`acquire`, `acquire_for`; not `try_acquire`) whose
+  /// session expires before it holds the lock starts again on the session
+  /// the client reopens (`options::reopen_on_expiry`), within its wait limit
+  /// and its cancellation, instead of failing with `zk::error::session_expired`.
+  /// It queues again at the back: the expiry took its node. Mutex, shared
+  /// mutex and leader election; `simple_lock` ignores it. Off by default, so
+  /// code that reacts to an expiry hears of it.
+  bool restart_after_expiry = false;
 };
 
 }  // namespace dlock::zk
