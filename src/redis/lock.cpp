@@ -11,6 +11,7 @@
 #include <boost/asio/append.hpp>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/bind_executor.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/deferred.hpp>
 #include <boost/asio/detached.hpp>
@@ -139,15 +140,17 @@ void start_cleanup(const std::shared_ptr<lock_state>& s, std::string token) {
   send_cleanup(cleanup_reply{s, std::move(token), steady_clock::now() + s->opts.ttl});
 }
 
-asio::awaitable<void> resend_when_connected(cleanup_reply c) {
-  asio::steady_timer poll(c.s->executor);
-  while (c.s->conn->state() != connection_state::connected) {
-    if (c.s->conn->state() == connection_state::closed || steady_clock::now() >= c.give_up) co_return;
-    poll.expires_after(std::chrono::milliseconds(20));
-    co_await poll.async_wait(tuple_token);
-  }
-  ++c.sends;
-  send_cleanup(std::move(c));
+// Waits on the connection (which completes the wait when it is back, or
+// closed) rather than polling it.
+void resend_when_connected(cleanup_reply c) {
+  auto conn = c.s->conn;
+  auto executor = c.s->executor;
+  auto resend = [c = std::move(c)](error_code ec) mutable {
+    if (ec || steady_clock::now() >= c.give_up) return;
+    ++c.sends;
+    send_cleanup(std::move(c));
+  };
+  conn->wait_for(connection_state::connected, asio::bind_executor(executor, std::move(resend)));
 }
 
 // A cleanup was answered: an acquire waiting for the last one goes on.
@@ -165,7 +168,7 @@ void cleanup_reply::operator()(error_code ec, reply) {
     ++sends;
     send_cleanup(std::move(*this));  // still in flight: a waiting acquire keeps waiting
   } else if (again && connection_was_down(ec)) {
-    asio::co_spawn(state->executor, resend_when_connected(std::move(*this)), asio::detached);
+    resend_when_connected(std::move(*this));
   }
   cleanup_answered(state);
 }

@@ -4,6 +4,7 @@
 #include <dlock/redis/detail/token.hpp>
 
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/bind_executor.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/post.hpp>
@@ -148,41 +149,26 @@ void redlock_impl::release_in_background(const std::string& t, std::size_t maste
   std::make_shared<release_fanout>(shared_from_this(), t)->start(master);
 }
 
-namespace {
-
-// Polls `master`'s connection until it is back (then sends its unsettled
-// cleanups), closed, or none of its cleanups is worth sending any more.
-asio::awaitable<void> resend_once_reconnected(std::weak_ptr<redlock_impl> weak, std::size_t master) {
-  asio::steady_timer poll(co_await asio::this_coro::executor);
-  for (;;) {
-    auto self = weak.lock();
-    if (!self) co_return;
-    auto state = self->masters[master]->state();
-    auto now = redlock_clock::now();
-    bool worth_it = std::any_of(self->unsettled.begin(), self->unsettled.end(),
-                                [&](const auto& c) { return c.master == master && c.give_up > now; });
-    if (state == connection_state::connected || state == connection_state::closed || !worth_it) {
-      self->awaiting_reconnection[master] = false;
-      if (state == connection_state::connected) self->resend_unsettled_cleanups(master);
-      co_return;
-    }
-    self.reset();  // a redlock destroyed meanwhile ends the wait
-    poll.expires_after(milliseconds(20));
-    co_await poll.async_wait(asio::as_tuple(asio::use_awaitable));
-  }
-}
-
-}  // namespace
-
-void redlock_impl::note_unsettled(std::size_t master, std::string attempt_token) {
+void redlock_impl::note_unsettled(std::size_t master, std::string attempt_token, error_code why) {
   constexpr std::size_t most = 64;  // a bound: they expire with their TTL anyway
   if (unsettled.size() >= most) return;
   unsettled.push_back({master, std::move(attempt_token), redlock_clock::now() + options.ttl});
-  // A timed-out master that is still connected waits for the next SET: resending
-  // at once would only pile more commands on a master that does not answer.
-  if (masters[master]->state() == connection_state::connected || awaiting_reconnection[master]) return;
+  // A master that timed out waits for the next SET: resending at once would
+  // only pile more commands on a master that does not answer. One whose
+  // connection was down gets it once the connection is back, which may be
+  // already: decided by the error, not by the state seen now.
+  bool connection_was_down = why == redis::error::not_connected || why == redis::error::connection_lost;
+  if (!connection_was_down || awaiting_reconnection[master]) return;
   awaiting_reconnection[master] = true;
-  asio::co_spawn(executor, resend_once_reconnected(weak_from_this(), master), asio::detached);
+  std::weak_ptr<redlock_impl> weak = weak_from_this();
+  auto on_reconnected = [weak, master](error_code ec) {
+    auto self = weak.lock();  // a redlock destroyed meanwhile sends nothing
+    if (!self) return;
+    self->awaiting_reconnection[master] = false;
+    if (!ec) self->resend_unsettled_cleanups(master);
+  };
+  // On our executor: the master's connection may run on another.
+  masters[master]->wait_for(connection_state::connected, asio::bind_executor(executor, on_reconnected));
 }
 
 void redlock_impl::resend_unsettled_cleanups() {
@@ -350,7 +336,7 @@ void release_fanout::on_answer(std::size_t index, error_code ec, reply answer) {
   }
   if (ec) {
     ++broken_;
-    if (cleanup_) owner_->note_unsettled(index, token_);
+    if (cleanup_) owner_->note_unsettled(index, token_, ec);
   } else if (answer.is_integer() && answer.integer() == 1)
     ++released_;
   else

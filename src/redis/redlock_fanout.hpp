@@ -98,7 +98,7 @@ class redlock_impl : public std::enable_shared_from_this<redlock_impl> {
   /// order), until the key's TTL has surely passed; and, when the connection
   /// was down, as soon as it is back, so that a failed acquire does not leave
   /// its keys for their TTL when nobody acquires again.
-  void note_unsettled(std::size_t master, std::string attempt_token);
+  void note_unsettled(std::size_t master, std::string attempt_token, error_code why);
   /// Every master's (`all`), or one master's.
   void resend_unsettled_cleanups();
   void resend_unsettled_cleanups(std::size_t master);
