@@ -357,6 +357,32 @@ asio::awaitable<void> reacquire_while_held(std::string name) {
   BOOST_TEST(!co_await outcome(l->release(with_ec)));
 }
 
+// A second acquire while the first still waits is refused with in_progress
+// (not already_held: nothing is held yet), and the first goes on unharmed.
+template <class T>
+asio::awaitable<void> acquire_while_acquiring(std::string name) {
+  auto b = co_await T::open();
+  auto holder = rival<T>(b, name);
+  BOOST_REQUIRE(!co_await outcome(holder->acquire(with_ec)));
+  auto l = T::make(b, name, hold_kind::lasting);
+  auto first = std::make_shared<std::optional<error_code>>();
+  l->acquire([first](error_code ec) { *first = ec; });
+  co_await sleep_for(50ms);
+  // (Boost.Test evaluates a message's operands even when the check passes.)
+  BOOST_REQUIRE_MESSAGE(!*first, "the first acquire ended while a rival held: " << first->value_or(error_code{}).message());
+  auto ec = co_await outcome(l->acquire(with_ec));
+  BOOST_TEST((ec == dlock::error::in_progress), ec.message());
+  auto try_ec = co_await outcome(l->try_acquire(with_ec));
+  BOOST_TEST((try_ec == dlock::error::in_progress), try_ec.message());
+  BOOST_TEST(!co_await outcome(holder->release(with_ec)));
+  for (int i = 0; i < 1000 && !*first; ++i) co_await sleep_for(5ms);
+  BOOST_REQUIRE_MESSAGE(first->has_value(), "the first acquire never completed");
+  BOOST_TEST(!**first, "the first acquire: " << (**first).message());
+  BOOST_TEST(l->held());
+  BOOST_TEST(!co_await outcome(l->release(with_ec)));
+  co_await expect_free<T>(b, name, "after an acquire refused while acquiring");
+}
+
 // The loss makes held() false and fires loss() with a reason; the release
 // then reports that reason, and a second release succeeds.
 template <class T>
@@ -517,6 +543,9 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(second_release_is_a_no_op, T, lock_types) { run<T>
 BOOST_AUTO_TEST_CASE_TEMPLATE(release_without_hold_is_not_held, T, lock_types) { run<T>(release_without_hold<T>); }
 BOOST_AUTO_TEST_CASE_TEMPLATE(reacquire_while_held_is_already_held, T, lock_types) {
   run<T>(reacquire_while_held<T>);
+}
+BOOST_AUTO_TEST_CASE_TEMPLATE(acquire_while_acquiring_is_in_progress, T, lock_types) {
+  run<T>(acquire_while_acquiring<T>);
 }
 BOOST_AUTO_TEST_CASE_TEMPLATE(loss_clears_held_and_release_tells_it, T, lock_types) { run<T>(loss_is_told<T>); }
 BOOST_AUTO_TEST_CASE_TEMPLATE(destroy_while_holding_releases, T, lock_types) { run<T>(destroy_while_holding<T>); }

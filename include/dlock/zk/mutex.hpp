@@ -82,7 +82,8 @@ class mutex {
   /// `asio::error::operation_aborted` and deletes our node, even one whose
   /// create reply arrives after the cancel.
   /// @par Errors
-  /// `dlock::error::already_held` (this object holds or is acquiring),
+  /// `dlock::error::already_held` (this object holds),
+  /// `dlock::error::in_progress` (an acquire of this object is running),
   /// `dlock::error::invalid_argument` (bad path, nothing sent),
   /// `dlock::error::closed` (the client is closed), `zk::error::session_expired`
   /// (while waiting), or the last ZooKeeper error once retries run out.

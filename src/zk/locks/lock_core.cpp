@@ -357,8 +357,8 @@ void start_acquire(const lock_core_ptr& core, acquire_mode mode, std::chrono::st
   asio::dispatch(core->strand, [core, op, mode, limit, identifier = std::move(identifier)]() mutable {
     error_code refusal = core->path_error;
     if (!refusal && core->zk.state() == session_state::closed) refusal = dlock::error::closed;
-    if (!refusal && (core->state == lock_core::hold::held || core->state == lock_core::hold::acquiring))
-      refusal = dlock::error::already_held;
+    if (!refusal && core->state == lock_core::hold::held) refusal = dlock::error::already_held;
+    if (!refusal && core->state == lock_core::hold::acquiring) refusal = dlock::error::in_progress;
     if (!refusal && mode == acquire_mode::wait_for && limit <= std::chrono::steady_clock::duration::zero())
       refusal = dlock::error::invalid_argument;
     if (refusal) return op->refuse(refusal);
