@@ -408,6 +408,17 @@ void send_first_set(std::shared_ptr<lock_state> s, bool retry, std::chrono::mill
                             set_reply{std::move(s), std::move(token), sent, give_up, retry, in_place, slot, std::move(h)});
 }
 
+// An acquire waiting for earlier cleanups gives up (cancelled, or its lock
+// destroyed): nothing of it was sent.
+void stop_waiting(const std::shared_ptr<lock_state>& s, bool from_slot) {
+  if (!s->waiting) return;
+  auto w = std::move(*s->waiting);
+  s->waiting.reset();
+  s->acquiring = false;
+  if (!from_slot) asio::get_associated_cancellation_slot(w.handler).clear();  // not from inside its handler
+  complete_soon(s, std::move(w.handler), asio::error::operation_aborted);
+}
+
 // Options the lock cannot work with (UB, a tight loop, no validity).
 error_code validate_options(std::string_view key, const lock_options& o) {
   if (auto ec = validate(key, o.ttl)) return ec;
@@ -430,7 +441,15 @@ void begin_acquire(std::shared_ptr<lock_state> s, bool retry, std::optional<std:
   s->released = false;
   auto wait = limit.value_or(s->opts.wait);
   if (s->cleanups_in_flight > 0) {  // an earlier attempt's cleanup goes first (see cleanup_answered)
+    auto slot = asio::get_associated_cancellation_slot(h);
     s->waiting.emplace(waiting_acquire{retry, wait, std::move(h), in_place});
+    // Nothing is sent yet: any cancellation ends the wait at once. Once the
+    // SET goes out the connection takes the slot over (the same handler).
+    if (slot.is_connected())
+      slot.assign([weak = std::weak_ptr<lock_state>(s)](asio::cancellation_type type) {
+        auto state = weak.lock();
+        if (state && type != asio::cancellation_type::none) stop_waiting(state, true);
+      });
     return;
   }
   send_first_set(std::move(s), retry, wait, std::move(h), in_place);
@@ -480,12 +499,7 @@ void begin_release(std::shared_ptr<lock_state> s, asio::any_completion_handler<v
 void abandon(const std::shared_ptr<lock_state>& s) {
   s->destroyed = true;
   s->retry_pause.cancel();
-  if (s->waiting) {
-    auto w = std::move(*s->waiting);
-    s->waiting.reset();
-    s->acquiring = false;
-    complete_soon(s, std::move(w.handler), asio::error::operation_aborted);
-  }
+  stop_waiting(s, false);
   if (!s->held) return;
   s->held = false;
   s->released = true;

@@ -13,10 +13,13 @@
 #include <dlock/redis/redlock.hpp>
 
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/deferred.hpp>
 #include <boost/asio/steady_timer.hpp>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -127,11 +130,54 @@ asio::awaitable<void> redlock_set_reply_lost(asio::any_io_executor ex) {
   for (auto& c : direct) c->close();
 }
 
+// Starts l.acquire() with a cancellation slot, emits `type` after `delay`,
+// and returns how the acquire completed (polling, five seconds at most).
+asio::awaitable<std::optional<error_code>> acquire_cancelled_after(redis::lock& l, std::chrono::milliseconds delay) {
+  asio::cancellation_signal signal;
+  auto result = std::make_shared<std::optional<error_code>>();
+  l.acquire(asio::bind_cancellation_slot(signal.slot(), [result](error_code ec) { *result = ec; }));
+  co_await sleep_for(delay);
+  if (!*result) signal.emit(asio::cancellation_type::terminal);
+  for (int i = 0; i < polls && !*result; ++i) co_await sleep_for(20ms);
+  co_return *result;
+}
+
+// An acquire that waits for an earlier attempt's cleanup has sent nothing:
+// a cancellation ends it with operation_aborted, and its SET is never sent.
+// The cleanup is kept in flight by holding the proxy's replies.
+asio::awaitable<void> cancel_while_waiting_for_cleanup(asio::any_io_executor ex) {
+  auto master = dlock::test::redis_masters().at(0);
+  redis_proxy proxy(master.host, master.port);
+  auto direct = co_await connected(ex, master.host, master.port);
+  auto through = co_await connected(ex, proxy.host(), proxy.port());
+  auto key = dlock::test::unique_name("dlock-test:cleanup:waiting");
+  redis::lock_options lo;
+  lo.ttl = ttl;
+  redis::lock lock(*through, key, lo);
+
+  proxy.hold_replies(1000ms, 1);  // the first SET's reply, and the cleanup's after it, wait
+  auto first = co_await acquire_cancelled_after(lock, 50ms);
+  BOOST_TEST_REQUIRE(first.has_value());
+  BOOST_TEST((*first == asio::error::operation_aborted), first->message());
+  auto second = co_await acquire_cancelled_after(lock, 50ms);  // waits for the first's cleanup
+  BOOST_TEST_REQUIRE(second.has_value(), "the cancelled acquire never completed");
+  BOOST_TEST((*second == asio::error::operation_aborted), "the acquire waiting for a cleanup: " << second->message());
+  BOOST_TEST(!lock.held());
+  std::vector<std::shared_ptr<redis::connection>> checked(1, direct);
+  bool gone = co_await gone_soon(checked, key);
+  BOOST_TEST(gone, "a key of ours is still there 5 s later (TTL " << ttl.count() << " ms)");
+  through->close();
+  direct->close();
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(redis_cleanup)
 
 BOOST_AUTO_TEST_CASE(lock_deletes_the_key_of_a_lost_set_once_reconnected) { redis_test::run(&lock_set_reply_lost); }
+BOOST_AUTO_TEST_CASE(lock_acquire_waiting_for_a_cleanup_is_cancellable) {
+  redis_test::run(&cancel_while_waiting_for_cleanup);
+}
 BOOST_AUTO_TEST_CASE(redlock_deletes_the_keys_of_lost_sets_once_reconnected) {
   redis_test::run(&redlock_set_reply_lost);
 }
