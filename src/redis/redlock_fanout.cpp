@@ -172,6 +172,7 @@ void redlock_impl::note_unsettled(std::size_t master, std::string attempt_token,
 }
 
 void redlock_impl::resend_unsettled_cleanups() {
+  if (unsettled.empty()) return;  // the common case, before every attempt
   for (std::size_t master = 0; master < masters.size(); ++master) resend_unsettled_cleanups(master);
 }
 

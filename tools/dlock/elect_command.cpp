@@ -34,12 +34,15 @@ class candidacy {
   template <class Token>
   auto release(Token&& token) { return election_->resign(std::forward<Token>(token)); }
   lock_loss& loss() { return election_->loss(); }
-  std::int64_t fencing_token() const { return election_->fencing_token(); }
+  asio::any_io_executor get_executor() const noexcept { return election_->get_executor(); }
+  std::int64_t fencing_token() const noexcept { return election_->fencing_token(); }
 
  private:
   zk::leader_election* election_;
   std::string id_;
 };
+
+static_assert(holdable<candidacy> && fenced<candidacy>);
 
 std::string default_id() {
   char host[256] = {};

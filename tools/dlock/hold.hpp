@@ -1,8 +1,7 @@
 // Acquire a lock, run CMD while holding it, release it: shared by lock and elect.
 //
-// `Lock` is any dlock lock (zk::mutex, redis::lock, redis::redlock) or an
-// adapter with the same members: acquire, try_acquire, release, loss, and
-// optionally fencing_token.
+// `Lock` is any dlock::lockable (what `dlock lock` takes) or an election's
+// candidacy wrapped to look like one (what `dlock elect` holds).
 #pragma once
 
 #include "dlock/child_process.hpp"
@@ -13,6 +12,7 @@
 #include "dlock/supervise.hpp"
 
 #include <dlock/error.hpp>
+#include <dlock/lockable.hpp>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/awaitable.hpp>
@@ -20,12 +20,27 @@
 #include <boost/asio/this_coro.hpp>
 
 #include <chrono>
+#include <concepts>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
 
 namespace dlock::cli {
+
+/// What the CLI holds: a dlock::basic_lockable (acquire, release, loss) that
+/// can also try once. Every dlock::lockable is one.
+template <class Lock>
+concept holdable = dlock::basic_lockable<Lock> && requires(Lock& lock) {
+  { lock.try_acquire(dlock::detail::signature_probe{}) } -> std::same_as<dlock::detail::probed<void(error_code)>>;
+};
+
+/// One with a fencing token (a dlock::fenced_lockable, or a candidacy's).
+template <class Lock>
+concept fenced = requires(const Lock& lock) {
+  { lock.fencing_token() } noexcept -> std::same_as<std::int64_t>;
+};
 
 struct hold_settings {
   std::string name;                                  ///< the lock's path or key: DLOCK_LOCK_NAME
@@ -69,7 +84,7 @@ asio::awaitable<acquire_outcome> race_acquisition(Operation operation, asio::ste
 }
 
 /// Acquires `lock` unless `deadline` (see arm_deadline) runs out or a signal in `stop` comes first.
-template <class Lock>
+template <holdable Lock>
 asio::awaitable<int> acquire_within(Lock& lock, hold_settings settings, asio::steady_timer& deadline,
                                     asio::signal_set& stop) {
   acquire_outcome outcome;
@@ -79,16 +94,16 @@ asio::awaitable<int> acquire_within(Lock& lock, hold_settings settings, asio::st
 }
 
 /// DLOCK_LOCK_NAME, and DLOCK_FENCING_TOKEN for locks that have one.
-template <class Lock>
+template <holdable Lock>
 std::vector<std::string> lock_variables(Lock& lock, const std::string& name) {
   std::vector<std::string> out{std::string(lock_name_variable) + "=" + name};
-  if constexpr (requires { lock.fencing_token(); })
+  if constexpr (fenced<Lock>)
     out.push_back(std::string(fencing_token_variable) + "=" + std::to_string(lock.fencing_token()));
   return out;
 }
 
 /// The whole of `dlock lock` / `dlock elect` once connected; returns the exit status.
-template <class Lock>
+template <holdable Lock>
 asio::awaitable<int> hold_while_running(Lock& lock, hold_settings settings, asio::steady_timer& deadline,
                                         asio::signal_set& stop) {
   child_process child(co_await asio::this_coro::executor);  // hears SIGCHLD from now on

@@ -78,6 +78,11 @@ lock_settings settings_from(const parsed_arguments& parsed) {
   return s;
 }
 
+// Every lock `dlock lock` takes is a dlock::lockable, the ZooKeeper ones with
+// a fencing token (exported as DLOCK_FENCING_TOKEN).
+static_assert(dlock::fenced_lockable<zk::mutex>);  // shared_mutex::reader() is a zk::mutex too
+static_assert(dlock::lockable<redis::lock> && dlock::lockable<redis::redlock>);
+
 // A session that expires while dlock waits (a partition, say) costs its
 // place in the queue, not the wait: the acquire starts again on the next session.
 // Practically unlimited, with the backoff capped (retry_policy::max_backoff).
