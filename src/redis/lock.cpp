@@ -481,7 +481,7 @@ void begin_release(std::shared_ptr<lock_state> s, asio::any_completion_handler<v
   if (!s->held) return complete_soon(s, std::move(h), s->released ? error_code() : dlock::error::not_held);
   // After a loss the key may still be ours (validity is a lower bound):
   // delete it all the same, and tell the caller the loss reason.
-  error_code loss_reason = s->loss.lost() ? s->loss.reason() : error_code();
+  error_code loss_reason = s->loss.reason();  // empty unless lost
   s->held = false;
   s->released = true;
   s->releasing = true;  // no new hold starts before the delete is answered

@@ -43,9 +43,9 @@ class command {
     if (body_.empty()) body_.reserve(160 + a.size());  // room for a lock's SET or script call, and the header
     body_ += '$';
     append_number(static_cast<std::int64_t>(a.size()));
-    body_ += "\r\n";
+    body_.append("\r\n", 2);  // lengths given: the compiler does not always fold strlen here
     body_.append(a.data(), a.size());
-    body_ += "\r\n";
+    body_.append("\r\n", 2);
     ++count_;
     return *this;
   }
