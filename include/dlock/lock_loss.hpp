@@ -47,10 +47,25 @@ class lock_loss {
   bool armed() const noexcept;
 
   /// Completes with the loss reason when the current hold is lost, at once
-  /// if it already is. Completes with `asio::error::operation_aborted` when
-  /// the lock is released first, the wait is cancelled (terminal or partial),
-  /// or the lock is destroyed; with `dlock::error::not_held` when nothing is
-  /// held. Signature: `void(error_code)`.
+  /// if it already is (until the next acquisition).
+  ///
+  /// @par Handler signature
+  /// `void(error_code)`.
+  /// @par Executor
+  /// The handler's associated executor (else the lock's); posted, never
+  /// inside this call. May be started from any thread.
+  /// @par Cancellation
+  /// Terminal, partial and total: completes with
+  /// `asio::error::operation_aborted` (waiting is pure bookkeeping).
+  /// @par Errors
+  /// The loss reason (`dlock::error::lost`, `zk::error::session_expired`,
+  /// ...) is the outcome waited for; `asio::error::operation_aborted` when the
+  /// lock is released first, the wait is cancelled, or the lock is
+  /// destroyed; `dlock::error::not_held` when nothing is held.
+  /// @par Lifetime
+  /// The lock (which owns this object) must be alive when the wait starts
+  /// (with the default token, when it is awaited); destroying it later
+  /// completes the wait with `operation_aborted`.
   template <class CompletionToken = default_token>
   auto wait(CompletionToken&& token = {}) {
     return asio::async_initiate<CompletionToken, void(error_code)>(

@@ -81,9 +81,8 @@ struct connection_stats {
 /// on several threads (the locks then run on that strand too). Completions
 /// run on the handler's associated executor (by default the connection's); a
 /// reply may resume its waiter in place when that executor is the one
-/// running. Cancellation (terminal or partial) of `exec` abandons the command:
-/// if it was not yet written it is never sent, else its reply is read and
-/// dropped. Emit cancellation from the thread running the connection.
+/// running. Each operation's reference says what its cancellation does; emit
+/// cancellation from the thread running the connection.
 ///
 /// The object is a handle: pending operations keep the internals alive;
 /// destroying the handle closes the connection.
@@ -103,17 +102,42 @@ class connection {
   connection_stats stats() const noexcept;      ///< counters since construction
 
   /// Starts the connection (once; later calls join it) and completes when it
-  /// is connected, or with the error of the first attempt that fails
-  /// (refused, timed_out, auth_failed, ...); reconnect attempts go on in the
-  /// background. Signature `void(error_code)`.
+  /// is connected, or with the error of the first attempt that fails;
+  /// reconnect attempts go on in the background.
+  ///
+  /// @par Handler signature
+  /// `void(error_code)`.
+  /// @par Executor
+  /// The handler's associated executor (else the connection's); posted,
+  /// never inside this call.
+  /// @par Cancellation
+  /// Terminal and partial: completes with `asio::error::operation_aborted`;
+  /// the connection goes on connecting.
+  /// @par Errors
+  /// The failed attempt's: `asio::error::connection_refused` (or another
+  /// resolve, connect or TLS error), `redis::error::timed_out`
+  /// (`options::connect_timeout`), `auth_failed` (AUTH refused), ...;
+  /// `dlock::error::invalid_argument` (bad reconnect options, nothing done),
+  /// `dlock::error::closed`.
+  /// @par Lifetime
+  /// The connection must be alive when the operation starts (with the default
+  /// token, when it is awaited); destroying it later gives `dlock::error::closed`.
   template <class Token = default_token>
   auto connect(Token&& token = {}) {
     return asio::async_initiate<Token, void(error_code)>(
         [this](auto handler) { start_connect(handler_type0(std::move(handler))); }, token);
   }
 
-  /// Completes when the state is `s` (at once if it is), or with
-  /// `dlock::error::closed` if the connection closes first. Cancellable.
+  /// Completes when the state is `s` (at once if it is).
+  ///
+  /// @par Handler signature
+  /// `void(error_code)`.
+  /// @par Executor, Lifetime
+  /// As `connect()`.
+  /// @par Cancellation
+  /// Terminal and partial: completes with `asio::error::operation_aborted`.
+  /// @par Errors
+  /// `dlock::error::closed` if the connection closes first (or was closed).
   template <class Token = default_token>
   auto wait_for(connection_state s, Token&& token = {}) {
     return asio::async_initiate<Token, void(error_code)>(
@@ -123,9 +147,28 @@ class connection {
         token, s);
   }
 
-  /// Sends one command. Signature `void(error_code, reply)`. An error reply
-  /// gives a redis::error (server_error, no_script, wrong_type, auth_failed,
-  /// busy) and the reply holding the server's message.
+  /// Sends one command.
+  ///
+  /// @par Handler signature
+  /// `void(error_code, reply)`.
+  /// @par Executor
+  /// The handler's associated executor (else the connection's); never inside
+  /// this call. When that executor is the connection's, the reply resumes the
+  /// handler in place.
+  /// @par Cancellation
+  /// Terminal and partial: completes with `asio::error::operation_aborted`; a
+  /// command not yet written is never sent, else it runs and its reply is
+  /// read and dropped.
+  /// @par Errors
+  /// An error reply gives a `redis::error` (`server_error`, `no_script`,
+  /// `wrong_type`, `auth_failed`, `busy`) and the reply holding the server's
+  /// message; `redis::error::not_connected` (issued while down),
+  /// `connection_lost` (a reset: it may or may not have run), `timed_out`
+  /// (`options::command_timeout`), `dlock::error::closed`,
+  /// `dlock::error::invalid_argument` (the commands below).
+  /// @par Lifetime
+  /// The command is moved into the operation. The connection must be alive
+  /// when the operation starts; destroying it later gives `dlock::error::closed`.
   ///
   /// Refused at once with `dlock::error::invalid_argument`, nothing sent,
   /// because they would shift every later reply on the connection: the empty
@@ -143,7 +186,7 @@ class connection {
         },
         token, std::move(cmd));
   }
-  /// The same with the arguments as strings.
+  /// The same with the arguments as strings (reference as the first `exec`).
   template <class Args, class Token = default_token>
     requires std::same_as<std::decay_t<Args>, std::vector<std::string>>
   auto exec(const Args& args, Token&& token = {}) {
@@ -158,18 +201,29 @@ class connection {
   /// sent again as EVAL when nothing was written after it; otherwise it
   /// completes with `redis::error::script_not_run` (it did not run; issue it
   /// again) and the next uses of every script go as EVAL.
+  ///
+  /// @par Handler signature
+  /// `void(error_code, reply)`.
+  /// @par Executor, Cancellation
+  /// As `exec()`.
+  /// @par Errors
+  /// `redis::error::script_not_run` (above), the script's error reply
+  /// (`server_error` with the message), and those of `exec()`.
+  /// @par Lifetime
+  /// As `exec()`; the script's text is shared, so `s` may go after the call.
   template <class Token = default_token>
   auto eval(const script& s, std::initializer_list<std::string_view> keys,
             std::initializer_list<std::string_view> args, Token&& token = {}) {
     return eval(s, eval_tail(keys, args), std::forward<Token>(token));
   }
-  /// The same with keys and arguments as vectors.
+  /// The same with keys and arguments as vectors (reference as the first `eval`).
   template <class Token = default_token>
   auto eval(const script& s, const std::vector<std::string>& keys,
             const std::vector<std::string>& args, Token&& token = {}) {
     return eval(s, eval_tail(keys, args), std::forward<Token>(token));
   }
-  /// `tail` = numkeys, keys and args already encoded (see `eval_tail`).
+  /// `tail` = numkeys, keys and args already encoded (see `eval_tail`);
+  /// reference as the first `eval`.
   template <class Token = default_token>
   auto eval(const script& s, command tail, Token&& token = {}) {
     return asio::async_initiate<Token, void(error_code, reply)>(
@@ -200,8 +254,10 @@ class connection {
     return c;
   }
 
-  /// Stops reconnecting, fails pending commands with `dlock::error::closed`,
-  /// closes the socket. Idempotent.
+  /// Stops reconnecting, fails pending commands and `connect`/`wait_for`
+  /// waiters with `dlock::error::closed` (a `wait_for(closed)` succeeds),
+  /// closes the socket. Idempotent; not an asynchronous operation: it runs at
+  /// once when called on the connection's executor, else soon after there.
   void close();
 
  private:

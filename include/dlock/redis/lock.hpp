@@ -192,6 +192,21 @@ class lock {
         token);
   }
   /// Sets the key's expiry to `ttl` if it still holds our token.
+  ///
+  /// @par Handler signature
+  /// `void(error_code)`.
+  /// @par Executor
+  /// As `acquire()`.
+  /// @par Cancellation
+  /// Terminal only: completes with `asio::error::operation_aborted`; a
+  /// command already written may still extend the key.
+  /// @par Errors
+  /// `dlock::error::not_owned` (the token is gone: the loss fires),
+  /// `not_held`, `lost` (after a loss), `invalid_argument` (`ttl <= 0`), else a
+  /// `redis::error` or connection error.
+  /// @par Lifetime
+  /// The lock must be alive when the operation starts; the connection may go
+  /// (`dlock::error::closed`).
   template <class Token = default_token>
   auto extend(std::chrono::milliseconds ttl, Token&& token = {}) {
     return asio::async_initiate<Token, void(error_code)>(

@@ -200,7 +200,18 @@ class redlock {
   /// Compare-and-PEXPIRE to `ttl` on all masters at once. Succeeds with a
   /// majority and a positive new validity; otherwise the lock is lost (the
   /// loss signal fires, the keys are released) and the error is
-  /// `dlock::error::lost`. Signature `void(error_code)`.
+  /// `dlock::error::lost`.
+  ///
+  /// @par Handler signature
+  /// `void(error_code)`.
+  /// @par Executor
+  /// As `acquire()`.
+  /// @par Cancellation
+  /// None: it runs until decided (cancellation is ignored).
+  /// @par Errors
+  /// `dlock::error::lost` (above), `not_held` (nothing held, after a loss, or
+  /// released meanwhile), `invalid_argument` (`ttl <= 0`, or not above
+  /// `master_timeout`).
   template <class Token = default_token>
   auto extend(std::chrono::milliseconds ttl, Token&& token = {}) {
     return asio::async_initiate<Token, void(error_code)>(

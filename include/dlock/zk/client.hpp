@@ -64,8 +64,9 @@ client borrow_session(const client& owner);
 /// arguments. Operations never complete inside the initiating call; they
 /// complete on the handler's associated executor. Per-operation cancellation
 /// (terminal and partial) abandons a sent request: the handler gets
-/// `asio::error::operation_aborted` and the late reply is dropped (a
-/// cancelled `create` may still have created its node).
+/// `asio::error::operation_aborted` and the late reply is dropped; the server
+/// may still apply it (except `create`, whose node is deleted again when its
+/// reply comes). Each operation's reference says the rest.
 ///
 /// Errors: `dlock::zk::error` (NONODE is `zk::error::no_node`, ...),
 /// `dlock::error::invalid_argument` for a bad path (nothing is sent),
@@ -93,9 +94,25 @@ class client {
   /// The client's strand.
   executor_type get_executor() const noexcept;
 
-  /// Opens the session; completes once it is established (or at once if it
-  /// is). Errors: `dlock::error::timed_out` after `options::connect_timeout`
-  /// (the client keeps trying), `zk::error::auth_failed`, `dlock::error::closed`.
+  /// Opens the session; completes once it is established (or at once if it is).
+  ///
+  /// @par Handler signature
+  /// `void(error_code)`.
+  /// @par Executor
+  /// The handler's associated executor (else the client's strand); never
+  /// inside this call.
+  /// @par Cancellation
+  /// Terminal and partial: completes with `asio::error::operation_aborted`;
+  /// the client goes on connecting.
+  /// @par Errors
+  /// `dlock::error::timed_out` after `options::connect_timeout` (one limit for
+  /// every waiting `connect`, counted from the latest; the client keeps
+  /// trying), `zk::error::auth_failed`, `zk::error::session_expired` (the
+  /// session expired and `options::reopen_on_expiry` is off),
+  /// `dlock::error::invalid_argument` (the C client refused `options::hosts`),
+  /// `dlock::error::closed`.
+  /// @par Lifetime
+  /// Destroying the client completes it with `dlock::error::closed`.
   template <class CompletionToken = default_token>
   auto connect(CompletionToken&& token = {}) {
     return asio::async_initiate<CompletionToken, void(error_code)>(
@@ -106,6 +123,19 @@ class client {
   /// Ends the session (its ephemeral nodes go at once when the server answers;
   /// a stalled server is not waited for) and fails pending operations and
   /// watches with `dlock::error::closed`.
+  ///
+  /// @par Handler signature
+  /// `void(error_code)`.
+  /// @par Executor
+  /// As `connect()`.
+  /// @par Cancellation
+  /// Terminal and partial end only the wait (`asio::error::operation_aborted`):
+  /// the close goes on.
+  /// @par Errors
+  /// None: succeeds once the session is closed (at once if it is; a second
+  /// close joins the first).
+  /// @par Lifetime
+  /// The client may be destroyed meanwhile (its destructor starts the same close).
   template <class CompletionToken = default_token>
   auto close(CompletionToken&& token = {}) {
     return asio::async_initiate<CompletionToken, void(error_code)>(
@@ -114,7 +144,25 @@ class client {
   }
 
   /// Creates `path` (for sequential modes, `path` is the prefix).
-  /// Signature: `void(error_code, created)`.
+  ///
+  /// @par Handler signature
+  /// `void(error_code, created)`.
+  /// @par Executor
+  /// The handler's associated executor (else the client's strand); never
+  /// inside this call.
+  /// @par Cancellation
+  /// Terminal and partial: completes with `asio::error::operation_aborted`; a
+  /// node the server created anyway is deleted when that reply comes (if the
+  /// connection drops first, the outcome is unknown and the node may stay).
+  /// @par Errors
+  /// `zk::error::node_exists`, `no_node` (no parent), `no_children_for_ephemerals`,
+  /// `no_auth`, and those of every request: `dlock::error::invalid_argument`
+  /// (bad path, nothing sent), `zk::error::invalid_state` (before `connect()`,
+  /// or after an expiry without `reopen_on_expiry`), `connection_loss` (the
+  /// outcome is unknown), `session_expired`, `dlock::error::closed`.
+  /// @par Lifetime
+  /// Arguments are moved into the operation. Destroying the client completes
+  /// it (with `dlock::error::closed` unless its reply came first).
   template <class CompletionToken = default_token>
   auto create(std::string path, std::string data, create_mode mode = create_mode::persistent,
               CompletionToken&& token = {}) {
@@ -125,7 +173,18 @@ class client {
         token, impl_, std::move(path), std::move(data), mode);
   }
 
-  /// Deletes `path` if its version matches (-1: any). Signature: `void(error_code)`.
+  /// Deletes `path` if its version matches (-1: any).
+  ///
+  /// @par Handler signature
+  /// `void(error_code)`.
+  /// @par Executor, Lifetime
+  /// As `create()`.
+  /// @par Cancellation
+  /// Terminal and partial: completes with `asio::error::operation_aborted`;
+  /// the delete may still be applied.
+  /// @par Errors
+  /// `zk::error::no_node`, `bad_version`, `not_empty`, `no_auth`, and those of
+  /// every request (see `create()`).
   template <class CompletionToken = default_token>
   auto remove(std::string path, std::int32_t version = -1, CompletionToken&& token = {}) {
     return asio::async_initiate<CompletionToken, void(error_code)>(
@@ -135,12 +194,29 @@ class client {
         token, impl_, std::move(path), version);
   }
 
-  /// Reads data and metadata. Signature: `void(error_code, std::string, stat)`.
+  /// Reads data and metadata.
+  ///
+  /// @par Handler signature
+  /// `void(error_code, std::string, stat)`.
+  /// @par Executor, Lifetime
+  /// As `create()`.
+  /// @par Cancellation
+  /// Terminal and partial: completes with `asio::error::operation_aborted`.
+  /// @par Errors
+  /// `zk::error::no_node`, `no_auth`, and those of every request (see `create()`).
   template <detail::not_a_watch CompletionToken = default_token>
   auto get(std::string path, CompletionToken&& token = {}) {
     return get_impl(std::move(path), nullptr, std::forward<CompletionToken>(token));
   }
   /// Same, and arms `w` for the node's next data change or deletion.
+  ///
+  /// @par Handler signature, Executor, Errors
+  /// As `get()`. A read that fails arms nothing: `w.wait()` completes with its error.
+  /// @par Cancellation
+  /// As `get()`, and the watch is removed (`w.wait()` gives `operation_aborted`).
+  /// @par Lifetime
+  /// `w` is used when the operation starts (with the default token, when it
+  /// is awaited) and may be destroyed any time after, which removes the watch.
   template <class CompletionToken = default_token>
   auto get(std::string path, watch& w, CompletionToken&& token = {}) {
     return get_impl(std::move(path), &w, std::forward<CompletionToken>(token));
@@ -150,7 +226,13 @@ class client {
   /// leader first, so reads sent after it see every write committed before
   /// it (a member may otherwise serve slightly stale reads). Pipeline the
   /// read right behind it: a session's requests run in order.
-  /// Signature: `void(error_code)`.
+  ///
+  /// @par Handler signature
+  /// `void(error_code)`.
+  /// @par Executor, Cancellation, Lifetime
+  /// As `get()`.
+  /// @par Errors
+  /// Those of every request (see `create()`).
   template <class CompletionToken = default_token>
   auto sync(std::string path, CompletionToken&& token = {}) {
     return asio::async_initiate<CompletionToken, void(error_code)>(
@@ -160,7 +242,18 @@ class client {
         token, impl_, std::move(path));
   }
 
-  /// Replaces the data if the version matches (-1: any). Signature: `void(error_code, stat)`.
+  /// Replaces the data if the version matches (-1: any).
+  ///
+  /// @par Handler signature
+  /// `void(error_code, stat)` (the node's new metadata).
+  /// @par Executor, Lifetime
+  /// As `create()`.
+  /// @par Cancellation
+  /// Terminal and partial: completes with `asio::error::operation_aborted`;
+  /// the write may still be applied.
+  /// @par Errors
+  /// `zk::error::no_node`, `bad_version`, `no_auth`, and those of every request
+  /// (see `create()`).
   template <class CompletionToken = default_token>
   auto set(std::string path, std::string data, std::int32_t version = -1, CompletionToken&& token = {}) {
     return asio::async_initiate<CompletionToken, void(error_code, stat)>(
@@ -171,40 +264,72 @@ class client {
   }
 
   /// Metadata, or `std::nullopt` if the node does not exist (not an error).
-  /// Signature: `void(error_code, std::optional<stat>)`.
+  ///
+  /// @par Handler signature
+  /// `void(error_code, std::optional<stat>)`.
+  /// @par Executor, Cancellation, Lifetime
+  /// As `get()`.
+  /// @par Errors
+  /// Those of every request (see `create()`).
   template <detail::not_a_watch CompletionToken = default_token>
   auto exists(std::string path, CompletionToken&& token = {}) {
     return exists_impl(std::move(path), nullptr, std::forward<CompletionToken>(token));
   }
   /// Same, and arms `w` for the node's creation, deletion or data change.
+  ///
+  /// @par Handler signature, Executor, Errors
+  /// As `exists()`. The watch is armed on a missing node too (it fires at its
+  /// creation); a request that fails arms nothing.
+  /// @par Cancellation, Lifetime
+  /// As `get()` with a watch.
   template <class CompletionToken = default_token>
   auto exists(std::string path, watch& w, CompletionToken&& token = {}) {
     return exists_impl(std::move(path), &w, std::forward<CompletionToken>(token));
   }
 
   /// Child names (not full paths, unsorted) and the parent's metadata.
-  /// Signature: `void(error_code, std::vector<std::string>, stat)`.
+  ///
+  /// @par Handler signature
+  /// `void(error_code, std::vector<std::string>, stat)`.
+  /// @par Executor, Cancellation, Lifetime
+  /// As `get()`.
+  /// @par Errors
+  /// `zk::error::no_node`, `no_auth`, and those of every request (see `create()`).
   template <detail::not_a_watch CompletionToken = default_token>
   auto get_children(std::string path, CompletionToken&& token = {}) {
     return children_impl(std::move(path), nullptr, std::forward<CompletionToken>(token));
   }
   /// Same, and arms `w` for the next child creation or deletion (or the node's deletion).
+  ///
+  /// @par Handler signature, Executor, Errors
+  /// As `get_children()`. A listing that fails arms nothing.
+  /// @par Cancellation, Lifetime
+  /// As `get()` with a watch.
   template <class CompletionToken = default_token>
   auto get_children(std::string path, watch& w, CompletionToken&& token = {}) {
     return children_impl(std::move(path), &w, std::forward<CompletionToken>(token));
   }
 
   /// Applies `ops` atomically, in order: all of them or none (a transaction,
-  /// like Curator's `transaction()` and kazoo's `transaction()`).
-  /// Signature: `void(error_code, multi_result)`.
+  /// like Curator's `transaction()` and kazoo's `transaction()`). An empty
+  /// list succeeds with no results without contacting the server.
   ///
-  /// On failure the error is the failing operation's (`zk::error::bad_version`,
-  /// `no_node`, ...) and `multi_result::failed_op` says which one; with the
-  /// default token the error throws, so pass `asio::as_tuple(asio::deferred)`
-  /// to read it. A bad path (or a container create) gives
-  /// `dlock::error::invalid_argument` with `failed_op` set, and nothing is sent. An empty list completes with
-  /// success and no results without contacting the server. A cancelled
-  /// `multi` may still have been applied; nothing is undone.
+  /// @par Handler signature
+  /// `void(error_code, multi_result)`.
+  /// @par Executor, Lifetime
+  /// As `create()`.
+  /// @par Cancellation
+  /// Terminal and partial: completes with `asio::error::operation_aborted`
+  /// and no results; the transaction may still be applied, and nothing is
+  /// undone (not even its creates, unlike `create()`).
+  /// @par Errors
+  /// The failing operation's (`zk::error::bad_version`, `no_node`, ...), with
+  /// `multi_result::failed_op` saying which; with the default token the error
+  /// throws, so pass `asio::as_tuple(asio::deferred)` to read it. A bad path
+  /// (or a container create): `dlock::error::invalid_argument` with
+  /// `failed_op` set, nothing sent. A request without an answer
+  /// (`connection_loss`, `closed`, ...): every result has that error and
+  /// `failed_op` is empty. And those of every request (see `create()`).
   template <class CompletionToken = default_token>
   auto multi(std::vector<op> ops, CompletionToken&& token = {}) {
     return asio::async_initiate<CompletionToken, void(error_code, multi_result)>(
@@ -217,8 +342,19 @@ class client {
   /// Completes at the next session state change with the new state (several
   /// waiters may wait at once). A change that happens after this call but
   /// before the request reaches the strand is not missed: read `state()`,
-  /// then call this. Cancellation: terminal and partial.
-  /// Signature: `void(error_code, session_state)`.
+  /// then call this.
+  ///
+  /// @par Handler signature
+  /// `void(error_code, session_state)`.
+  /// @par Executor
+  /// As `connect()`.
+  /// @par Cancellation
+  /// Terminal and partial: completes with `asio::error::operation_aborted`.
+  /// @par Errors
+  /// `dlock::error::closed` when started after the client closed (a close
+  /// while waiting is a change: success and `session_state::closed`).
+  /// @par Lifetime
+  /// Destroying the client completes it with `session_state::closed`.
   template <class CompletionToken = default_token>
   auto wait_state_change(CompletionToken&& token = {}) {
     return asio::async_initiate<CompletionToken, void(error_code, session_state)>(

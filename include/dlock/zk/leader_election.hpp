@@ -54,7 +54,8 @@ void start_observe(client zk, std::string path, std::optional<std::string> last_
 /// Operations complete on the handler's associated executor. Every
 /// operation keeps the session it needs: destroying or moving the client or
 /// the election object while one runs makes it complete with
-/// `dlock::error::closed` (or finish), never touch freed memory.
+/// `dlock::error::closed` (or finish), never touch freed memory. Each
+/// operation's reference says which cancellation it honours.
 class leader_election {
  public:
   /// A candidate of the election at `path` (its node), on `zk`'s session.
@@ -65,24 +66,49 @@ class leader_election {
                    lock_options{.identifier = {}, .policy = options.policy, .retry = options.retry,
                                 .restart_after_expiry = options.restart_after_expiry}) {}
 
-  /// Joins as candidate `id` and completes once this candidate leads.
-  /// Cancellable (any cancellation type): a cancelled campaign leaves no node.
-  /// While leading or campaigning, `dlock::error::already_held`. Errors as
-  /// `mutex::acquire`. Signature: `void(error_code)`.
+  /// Joins as candidate `id` (the node's data) and completes once this candidate leads.
+  ///
+  /// @par Handler signature
+  /// `void(error_code)`.
+  /// @par Executor, Cancellation, Lifetime
+  /// As `mutex::acquire()`: terminal, partial and total; a cancelled campaign
+  /// leaves no node.
+  /// @par Errors
+  /// Those of `mutex::acquire()`: `dlock::error::already_held` while leading,
+  /// `in_progress` while a campaign of this object runs, ...
   template <class CompletionToken = default_token>
   auto campaign(std::string id, CompletionToken&& token = {}) {
     return candidate_.acquire_as(std::move(id), std::forward<CompletionToken>(token));
   }
 
-  /// Steps down: the next candidate becomes leader. `dlock::error::not_held`
-  /// without a campaign. Signature: `void(error_code)`.
+  /// Steps down: the next candidate becomes leader.
+  ///
+  /// @par Handler signature
+  /// `void(error_code)`.
+  /// @par Executor, Cancellation, Errors
+  /// As `mutex::release()`: never cancelled; `dlock::error::not_held` without
+  /// a campaign, the loss reason after a loss, success for a second resign.
   template <class CompletionToken = default_token>
   auto resign(CompletionToken&& token = {}) {
     return candidate_.release(std::forward<CompletionToken>(token));
   }
 
   /// The current leader's id, or `std::nullopt` when there is none.
-  /// Signature: `void(error_code, std::optional<std::string>)`.
+  ///
+  /// @par Handler signature
+  /// `void(error_code, std::optional<std::string>)`.
+  /// @par Executor
+  /// The handler's associated executor (else the client's strand); never
+  /// inside this call.
+  /// @par Cancellation
+  /// Terminal only (`asio::error::operation_aborted`); partial and total are
+  /// ignored: it is two reads.
+  /// @par Errors
+  /// `dlock::error::invalid_argument` (bad path), `zk::error::connection_loss`
+  /// after 10 attempts, or the reads' errors (`closed`, `session_expired`, ...).
+  /// @par Lifetime
+  /// Keeps the session: the election object and the client may be destroyed
+  /// meanwhile (then `dlock::error::closed`).
   template <class CompletionToken = default_token>
   auto leader(CompletionToken&& token = {}) {
     return asio::async_initiate<CompletionToken, void(error_code, std::optional<std::string>)>(
@@ -98,7 +124,19 @@ class leader_election {
   /// every change. Waits with one watch on the leader's node (or on the
   /// election node while it has no candidate). For followers and tools.
   /// A change between two candidates with the same id is not seen: give
-  /// each candidate a distinct id. Signature: `void(error_code, std::optional<std::string>)`.
+  /// each candidate a distinct id.
+  ///
+  /// @par Handler signature
+  /// `void(error_code, std::optional<std::string>)` (`std::nullopt`: the
+  /// leader left and nobody follows).
+  /// @par Executor, Lifetime
+  /// As `leader()`.
+  /// @par Cancellation
+  /// Terminal and partial: completes with `asio::error::operation_aborted`
+  /// and removes its watch.
+  /// @par Errors
+  /// `dlock::error::invalid_argument` (bad path), `zk::error::session_expired`
+  /// while waiting, or the reads' errors (`closed`, ...).
   template <class CompletionToken = default_token>
   auto observe(std::optional<std::string> last_seen, CompletionToken&& token = {}) {
     return asio::async_initiate<CompletionToken, void(error_code, std::optional<std::string>)>(

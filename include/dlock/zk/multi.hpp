@@ -1,6 +1,7 @@
 /// @file
 /// Transactions: the operations `client::multi` applies all together or not
-/// at all, and what it reports for each.
+/// at all, and what it reports for each. The operation itself (handler
+/// signature, executor, cancellation, errors) is documented at `client::multi`.
 #pragma once
 
 #include <dlock/config.hpp>

@@ -149,7 +149,19 @@ class mutex {
   }
 
   /// The contenders' identifiers (node data), holder first, in queue order.
-  /// Signature: `void(error_code, std::vector<std::string>)`.
+  ///
+  /// @par Handler signature
+  /// `void(error_code, std::vector<std::string>)`.
+  /// @par Executor
+  /// As `acquire()`.
+  /// @par Cancellation
+  /// None: the listing and its reads run to the end (cancellation is ignored).
+  /// @par Errors
+  /// `dlock::error::invalid_argument` (bad path, nothing sent), or the error of
+  /// the listing or a read (`dlock::error::closed`, `zk::error::connection_loss`,
+  /// ...); a missing lock node or a contender that leaves meanwhile is no error.
+  /// @par Lifetime
+  /// The object may be destroyed while it runs; the client too (`closed`).
   template <class CompletionToken = default_token>
   auto participants(CompletionToken&& token = {}) {
     return asio::async_initiate<CompletionToken, void(error_code, std::vector<std::string>)>(

@@ -92,7 +92,10 @@ queue_state_ptr make_queue_state(client& zk, std::string path, queue_options opt
 /// hands over an item it took: never throw its result away. Awaitable
 /// operators do exactly that (`take() || timer` discards the take's item when
 /// the timer wins): use `take_for`, or bind a cancellation slot and read the
-/// result. The client must outlive the queue.
+/// result. Each operation's reference says what its cancellation does.
+///
+/// The queue keeps a borrowed handle on the client's session: destroying the
+/// client first makes its operations complete with `dlock::error::closed`.
 class queue {
  public:
   /// `path`: the queue node (created with its parents on first offer).
@@ -104,7 +107,26 @@ class queue {
   queue(const queue&) = delete;
   queue& operator=(const queue&) = delete;
 
-  /// Appends an item. Signature: `void(error_code, std::string node_name)`.
+  /// Appends an item (creating the queue node and its parents if missing).
+  ///
+  /// @par Handler signature
+  /// `void(error_code, std::string node_name)`.
+  /// @par Executor
+  /// The handler's associated executor (else the client's strand); never
+  /// inside this call.
+  /// @par Cancellation
+  /// Terminal and partial: completes with `asio::error::operation_aborted`.
+  /// An item whose create reply comes after the cancel is deleted again, but
+  /// a consumer may take it first, and after a connection drop it may stay:
+  /// a cancelled offer may have delivered its item.
+  /// @par Errors
+  /// `dlock::error::invalid_argument` (bad queue path, or an item over
+  /// `queue_options::max_item_size`; nothing sent), `zk::error::connection_loss`
+  /// (never retried: the item may or may not be in the queue), and those of
+  /// `client::create()`.
+  /// @par Lifetime
+  /// The item is moved into the operation. The queue object may be destroyed
+  /// while it runs; destroying the client gives `dlock::error::closed`.
   template <class CompletionToken = default_token>
   auto offer(std::string item, CompletionToken&& token = {}) {
     return asio::async_initiate<CompletionToken, void(error_code, std::string)>(
@@ -115,29 +137,69 @@ class queue {
   }
 
   /// Removes and returns the head, or `std::nullopt` when the queue is empty.
-  /// Signature: `void(error_code, std::optional<std::string>)`.
+  ///
+  /// @par Handler signature
+  /// `void(error_code, std::optional<std::string>)`.
+  /// @par Executor, Lifetime
+  /// As `offer()`.
+  /// @par Cancellation
+  /// Terminal and partial: completes with `asio::error::operation_aborted`,
+  /// nothing removed; but once an item is read, its removal runs to the end
+  /// and the operation completes with the item and no error, although
+  /// cancelled.
+  /// @par Errors
+  /// `dlock::error::removal_uncertain` *with the item* (the delete's reply was
+  /// lost: another consumer may have it too; the default token throws it and
+  /// the item is lost to you, so pass `asio::as_tuple(asio::deferred)`),
+  /// `invalid_argument` (bad queue path), or a step's error
+  /// (`zk::error::session_expired`, `dlock::error::closed`, `connection_loss`
+  /// once its retries run out, ...).
   template <class CompletionToken = default_token>
   auto poll(CompletionToken&& token = {}) {
     return initiate<std::optional<std::string>>(&detail::start_poll, std::forward<CompletionToken>(token));
   }
 
   /// Like `poll`, but an empty queue is the error `dlock::error::empty`.
+  ///
+  /// @par Handler signature
+  /// `void(error_code, std::string)`.
+  /// @par Executor, Cancellation, Lifetime
+  /// As `poll()`.
+  /// @par Errors
+  /// `dlock::error::empty`, and those of `poll()`.
   template <class CompletionToken = default_token>
   auto remove(CompletionToken&& token = {}) {
     return initiate<std::string>(&detail::start_remove, std::forward<CompletionToken>(token));
   }
 
-  /// Removes and returns the head, waiting for an item if the queue is empty.
-  /// Signature: `void(error_code, std::string)`.
+  /// Removes and returns the head, waiting for an item if the queue is empty
+  /// (with one children watch; a missing queue node is created to watch it).
+  ///
+  /// @par Handler signature
+  /// `void(error_code, std::string)`.
+  /// @par Executor, Lifetime
+  /// As `offer()`.
+  /// @par Cancellation
+  /// As `poll()`: a cancelled take may still complete with an item (no
+  /// error). Read its result; never race it in `||`.
+  /// @par Errors
+  /// Those of `poll()`, and `zk::error::session_expired` when the session
+  /// expires while waiting (the take is not restarted).
   template <class CompletionToken = default_token>
   auto take(CompletionToken&& token = {}) {
     return initiate<std::string>(&detail::start_take, std::forward<CompletionToken>(token));
   }
 
-  /// Like `take`, waiting at most `limit`: `dlock::error::timed_out` when no
-  /// item was taken by then. An item whose removal began before the deadline
-  /// is delivered, even if the removal ends after it.
-  /// Signature: `void(error_code, std::string)`.
+  /// Like `take`, waiting at most `limit`.
+  ///
+  /// @par Handler signature
+  /// `void(error_code, std::string)`.
+  /// @par Executor, Cancellation, Lifetime
+  /// As `take()`.
+  /// @par Errors
+  /// `dlock::error::timed_out` when no item was taken by `limit` (an item whose
+  /// removal began before is delivered, even if the removal ends after it),
+  /// and those of `take()`.
   template <class CompletionToken = default_token>
   auto take_for(std::chrono::steady_clock::duration limit, CompletionToken&& token = {}) {
     return asio::async_initiate<CompletionToken, void(error_code, std::string)>(
@@ -148,27 +210,61 @@ class queue {
   }
 
   /// The head without removing it, or `std::nullopt` when empty.
-  /// Signature: `void(error_code, std::optional<std::string>)`.
+  ///
+  /// @par Handler signature
+  /// `void(error_code, std::optional<std::string>)`.
+  /// @par Executor, Lifetime
+  /// As `offer()`.
+  /// @par Cancellation
+  /// Terminal and partial: completes with `asio::error::operation_aborted`
+  /// (it only reads).
+  /// @par Errors
+  /// `dlock::error::invalid_argument` (bad queue path), or a ZooKeeper error
+  /// once retries on connection loss run out.
   template <class CompletionToken = default_token>
   auto peek(CompletionToken&& token = {}) {
     return initiate<std::optional<std::string>>(&detail::start_peek, std::forward<CompletionToken>(token));
   }
 
   /// The head without removing it; an empty queue is `dlock::error::empty`.
-  /// Signature: `void(error_code, std::string)`.
+  ///
+  /// @par Handler signature
+  /// `void(error_code, std::string)`.
+  /// @par Executor, Cancellation, Lifetime
+  /// As `peek()`.
+  /// @par Errors
+  /// `dlock::error::empty`, and those of `peek()`.
   template <class CompletionToken = default_token>
   auto element(CompletionToken&& token = {}) {
     return initiate<std::string>(&detail::start_element, std::forward<CompletionToken>(token));
   }
 
-  /// The number of items. Signature: `void(error_code, std::size_t)`.
+  /// The number of items (a missing queue node counts as empty).
+  ///
+  /// @par Handler signature
+  /// `void(error_code, std::size_t)`.
+  /// @par Executor, Cancellation, Lifetime, Errors
+  /// As `peek()`.
   template <class CompletionToken = default_token>
   auto size(CompletionToken&& token = {}) {
     return initiate<std::size_t>(&detail::start_size, std::forward<CompletionToken>(token));
   }
 
-  /// Claim/ack mode: claims the head, waiting for an item if none is free.
-  /// Signature: `void(error_code, claimed_item)`.
+  /// Claim/ack mode: claims the head, waiting for an item if none is free
+  /// (the queue node and `<path>.claims` are created if missing).
+  ///
+  /// @par Handler signature
+  /// `void(error_code, claimed_item)`.
+  /// @par Executor, Lifetime
+  /// As `offer()`.
+  /// @par Cancellation
+  /// Terminal and partial: completes with `asio::error::operation_aborted`
+  /// and never with an item, unlike `take()`: a claim made meanwhile is
+  /// deleted again (one whose create's outcome stayed unknown is looked for
+  /// and deleted in the background while the session lives).
+  /// @par Errors
+  /// `dlock::error::invalid_argument` (bad queue path), `zk::error::session_expired`
+  /// while waiting, or a ZooKeeper error once retries on connection loss run out.
   template <class CompletionToken = default_token>
   auto take_claimed(CompletionToken&& token = {}) {
     return initiate<claimed_item>(&detail::start_take_claimed, std::forward<CompletionToken>(token));
@@ -179,7 +275,16 @@ class queue {
   /// to the queue), or if the session ended while a connection drop kept the
   /// ack unconfirmed (the item may be delivered again): an ack deletes only
   /// while the session that made the claim lives, never another's claim.
-  /// Signature: `void(error_code)`.
+  ///
+  /// @par Handler signature
+  /// `void(error_code)`.
+  /// @par Executor, Lifetime
+  /// As `offer()`.
+  /// @par Cancellation
+  /// None: an ack always runs to the end (cancellation is ignored).
+  /// @par Errors
+  /// `dlock::error::lost` (above), `invalid_argument` (bad queue path), or a
+  /// ZooKeeper error once retries on connection loss run out.
   template <class CompletionToken = default_token>
   auto ack(claimed_item item, CompletionToken&& token = {}) {
     return asio::async_initiate<CompletionToken, void(error_code)>(
@@ -193,7 +298,11 @@ class queue {
   /// claim only if it is still this one, on the session that made it:
   /// otherwise `dlock::error::lost` and nothing is deleted (the claim expired
   /// or was released already; the item may be another consumer's now).
-  /// Signature: `void(error_code)`.
+  ///
+  /// @par Handler signature
+  /// `void(error_code)`.
+  /// @par Executor, Cancellation, Lifetime, Errors
+  /// As `ack()`: it always runs to the end.
   template <class CompletionToken = default_token>
   auto release(claimed_item item, CompletionToken&& token = {}) {
     return asio::async_initiate<CompletionToken, void(error_code)>(

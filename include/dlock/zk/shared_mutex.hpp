@@ -14,11 +14,14 @@ namespace dlock::zk {
 /// otherwise watches its immediate predecessor. Queue order is creation
 /// order, so a waiting writer is never starved by readers that come later.
 ///
-/// `reader()` and `writer()` are independent lock objects with the mutex
-/// interface (acquire, try_acquire, acquire_for, release, fencing_token,
-/// loss, participants) and its guarantees. Holding both on one
-/// `shared_mutex` is two contenders: a reader queued behind this object's
-/// own writer waits for it (no downgrade).
+/// `reader()` and `writer()` are independent `zk::mutex` objects: their
+/// operations (`mutex::acquire()`, `try_acquire()`, `acquire_for()`,
+/// `release()`, `participants()`) have the handler signatures, executor,
+/// cancellation, errors and lifetimes documented there; `participants()`
+/// lists readers and writers. Holding both on one `shared_mutex` is two
+/// contenders: a reader queued behind this object's own writer waits for it
+/// (no downgrade). Destroying the `shared_mutex` destroys both sides
+/// (releasing in the background what they hold).
 class shared_mutex {
  public:
   /// `path`: the lock's node, shared by readers and writers (Curator's `__READ__` / `__WRIT__` children).
@@ -27,8 +30,9 @@ class shared_mutex {
         writer_(zk, path, detail::lock_role::writer, detail::lock_flavor::sequential, std::move(options)) {}
 
   /// The read side: held together with other readers, never with a writer.
+  /// Its operations are `zk::mutex`'s (see `mutex::acquire()`).
   mutex& reader() noexcept { return reader_; }
-  /// The write side: held alone.
+  /// The write side: held alone. Its operations are `zk::mutex`'s (see `mutex::acquire()`).
   mutex& writer() noexcept { return writer_; }
 
  private:

@@ -14,7 +14,13 @@ namespace dlock::zk {
 /// compare; prefer `zk::mutex` otherwise. Same interface and guarantees as
 /// `zk::mutex` otherwise: fencing token (the node's czxid), loss signal,
 /// cancellation that deletes a node created after the cancel.
-/// `participants()` lists nobody (there is no queue).
+///
+/// Its operations are `zk::mutex`'s: `mutex::acquire()`, `try_acquire()`,
+/// `acquire_for()` and `release()` document their handler signatures,
+/// executor, cancellation (terminal, partial and total for acquires; none for
+/// release), errors and lifetimes, and hold here unchanged (`try_acquire()`
+/// gives `dlock::error::taken` while the node exists). `participants()`
+/// completes with an empty list (there is no queue).
 class simple_lock : public mutex {
  public:
   /// `path`: the lock's node itself (created ephemeral while held).

@@ -48,12 +48,24 @@ class watch {
   bool armed() const noexcept { return static_cast<bool>(state_); }
 
   /// Completes with the event once it fires (at once if it already has).
-  /// Errors: `asio::error::operation_aborted` (this wait cancelled, terminal
-  /// or partial: the watch stays armed and can be awaited again; or the watch
-  /// cancelled), `zk::error::session_expired` (the session, and so the watch,
-  /// is gone), `dlock::error::closed` (client closed), the arming call's
-  /// error if it failed, `dlock::error::invalid_argument` if never armed.
-  /// Signature: `void(error_code, watch_event)`.
+  ///
+  /// @par Handler signature
+  /// `void(error_code, watch_event)`.
+  /// @par Executor
+  /// The handler's associated executor (else the client's strand; never
+  /// armed: the system executor); never inside this call.
+  /// @par Cancellation
+  /// Terminal and partial: completes with `asio::error::operation_aborted`;
+  /// the watch stays armed and can be awaited again.
+  /// @par Errors
+  /// `asio::error::operation_aborted` also when the watch is cancelled,
+  /// re-armed or destroyed, or when another `wait` starts (one waiter at a
+  /// time: the newer wins); `zk::error::session_expired` (the session, and so
+  /// the watch, is gone), `dlock::error::closed` (client closed), the arming
+  /// call's error if it failed, `dlock::error::invalid_argument` if never armed.
+  /// @par Lifetime
+  /// The watch object may be destroyed while waiting (the wait then gives
+  /// `operation_aborted`); so may the client (`dlock::error::closed`).
   template <class CompletionToken = default_token>
   auto wait(CompletionToken&& token = {}) {
     return asio::async_initiate<CompletionToken, void(error_code, watch_event)>(
