@@ -219,6 +219,11 @@ void acquire_attempt::decided() {
 
 // ------------------------------------------------------------------ extend_op
 
+// Why a hold cannot be extended: lost (as redis::lock says), or not held.
+error_code not_extendable(const redlock_impl& owner) {
+  return owner.state == hold_state::lost ? dlock::error::lost : dlock::error::not_held;
+}
+
 /// Compare-and-PEXPIRE on every master, decided at the majority.
 class extend_op final : public fanout {
  public:
@@ -254,7 +259,7 @@ class extend_op final : public fanout {
   }
   void decided() {
     if (owner_->hold_id != hold_id_ || owner_->state != hold_state::held)
-      return complete(dlock::error::not_held);  // released or lost meanwhile
+      return complete(not_extendable(*owner_));  // released or lost meanwhile
     owner_->note_outcomes(round_);
     if (round_.state() == round_state::acquired) {
       owner_->renew_hold(round_.start(), ttl_);
@@ -275,7 +280,7 @@ class extend_op final : public fanout {
 
 void start_extend(std::shared_ptr<redlock_impl> owner, milliseconds ttl, handler0 handler) {
   if (owner->state != hold_state::held)
-    return post_completion(owner->executor, std::move(handler), make_error_code(dlock::error::not_held));
+    return post_completion(owner->executor, std::move(handler), not_extendable(*owner));
   if (ttl <= milliseconds::zero() || owner->options.master_timeout >= ttl)
     return post_completion(owner->executor, std::move(handler),
                           make_error_code(dlock::error::invalid_argument));

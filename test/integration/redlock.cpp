@@ -212,6 +212,9 @@ asio::awaitable<void> validity_runs_out(asio::any_io_executor ex) {
   auto [why] = co_await std::move(wait);
   BOOST_CHECK(why == dlock::error::lost);
   BOOST_CHECK(!a.held());
+  auto extending = a.extend(400ms, tuple_token);
+  auto [ec_e] = co_await std::move(extending);
+  BOOST_CHECK_MESSAGE(ec_e == dlock::error::lost, "extend after the loss: " << ec_e.message());  // as redis::lock
   auto unlock_a = a.release(tuple_token);
   auto [ec_u] = co_await std::move(unlock_a);
   BOOST_CHECK(ec_u == dlock::error::lost);  // the contract: a release after a loss tells the loss reason

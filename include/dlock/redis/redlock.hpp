@@ -209,9 +209,9 @@ class redlock {
   /// @par Cancellation
   /// None: it runs until decided (cancellation is ignored).
   /// @par Errors
-  /// `dlock::error::lost` (above), `not_held` (nothing held, after a loss, or
-  /// released meanwhile), `invalid_argument` (`ttl <= 0`, or not above
-  /// `master_timeout`).
+  /// `dlock::error::lost` (above, or the hold was lost before), `not_held`
+  /// (nothing held, or released meanwhile), `invalid_argument` (`ttl <= 0`,
+  /// or not above `master_timeout`).
   template <class Token = default_token>
   auto extend(std::chrono::milliseconds ttl, Token&& token = {}) {
     return asio::async_initiate<Token, void(error_code)>(
