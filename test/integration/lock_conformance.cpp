@@ -325,6 +325,44 @@ asio::awaitable<void> cancellation_at_random_points(std::string name) {
   }
 }
 
+// A release runs to its end whatever cancellation its handler's slot gets:
+// it succeeds and the lock is free after it.
+template <class T>
+asio::awaitable<void> release_ignores_cancellation(std::string name) {
+  auto b = co_await T::open();
+  auto l = T::make(b, name, hold_kind::lasting);
+  for (auto type : {asio::cancellation_type::terminal, asio::cancellation_type::partial}) {
+    BOOST_REQUIRE(!co_await outcome(l->acquire(with_ec)));
+    asio::cancellation_signal signal;
+    auto result = std::make_shared<std::optional<error_code>>();
+    l->release(asio::bind_cancellation_slot(signal.slot(), [result](error_code ec) { *result = ec; }));
+    signal.emit(type);
+    for (int i = 0; i < 1000 && !*result; ++i) co_await sleep_for(5ms);
+    BOOST_REQUIRE_MESSAGE(result->has_value(), "a release never completed");
+    BOOST_TEST(!**result, "a release given a cancellation: " << (**result).message());
+    BOOST_TEST(!l->held());
+    co_await expect_free<T>(b, name, "after a release given a cancellation");
+  }
+}
+
+// Bad arguments are the operation's error, at once, nothing sent: an empty
+// name (no constructor throws) and a wait limit of zero.
+template <class T>
+asio::awaitable<void> bad_arguments_fail_the_operation(std::string name) {
+  auto b = co_await T::open();
+  std::shared_ptr<typename T::lock_type> nameless;
+  BOOST_REQUIRE_NO_THROW(nameless = T::make(b, "", hold_kind::lasting));
+  auto ec = co_await outcome(nameless->acquire(with_ec));
+  BOOST_TEST((ec == dlock::error::invalid_argument), "acquire with an empty name: " << ec.message());
+  auto try_ec = co_await outcome(nameless->try_acquire(with_ec));
+  BOOST_TEST((try_ec == dlock::error::invalid_argument), "try_acquire with an empty name: " << try_ec.message());
+  BOOST_TEST(!nameless->held());
+  auto l = T::make(b, name, hold_kind::lasting);
+  auto zero = co_await outcome(l->acquire_for(0ms, with_ec));
+  BOOST_TEST((zero == dlock::error::invalid_argument), "acquire_for(0): " << zero.message());
+  co_await expect_free<T>(b, name, "after refused operations");
+}
+
 template <class T>
 asio::awaitable<void> second_release_succeeds(std::string name) {
   auto b = co_await T::open();
@@ -538,6 +576,12 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(acquire_for_times_out_leaving_nothing, T, lock_typ
 }
 BOOST_AUTO_TEST_CASE_TEMPLATE(cancellation_leaves_nothing, T, lock_types) {
   run<T>(cancellation_at_random_points<T>);
+}
+BOOST_AUTO_TEST_CASE_TEMPLATE(release_ignores_cancellation_, T, lock_types) {
+  run<T>(release_ignores_cancellation<T>);
+}
+BOOST_AUTO_TEST_CASE_TEMPLATE(bad_arguments_fail_the_operation_, T, lock_types) {
+  run<T>(bad_arguments_fail_the_operation<T>);
 }
 BOOST_AUTO_TEST_CASE_TEMPLATE(second_release_is_a_no_op, T, lock_types) { run<T>(second_release_succeeds<T>); }
 BOOST_AUTO_TEST_CASE_TEMPLATE(release_without_hold_is_not_held, T, lock_types) { run<T>(release_without_hold<T>); }
