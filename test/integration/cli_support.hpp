@@ -89,8 +89,12 @@ class process {
   int status_ = -1;
 };
 
-/// The dlock executable built with the tests.
-inline std::string dlock_path() { return DLOCK_CLI_PATH; }
+/// The dlock executable built with the tests, or DLOCK_CLI_UNDER_TEST's (to
+/// run the CLI tests against another build, e.g. an older one).
+inline std::string dlock_path() {
+  const char* other = std::getenv("DLOCK_CLI_UNDER_TEST");
+  return other && *other ? other : DLOCK_CLI_PATH;
+}
 
 /// A fresh folder for a test's files, removed at the end.
 class scratch {
