@@ -2,7 +2,7 @@
 include(CMakeFindDependencyMacro)
 find_dependency(Boost 1.81)
 find_dependency(Threads)
-find_dependency(OpenSSL)  # redis::connection's TLS (asio::ssl)
+find_dependency(OpenSSL)  # redis::connection's TLS (asio::ssl, libssl) and redis::script's SHA1 (libcrypto)
 
 if(NOT TARGET dlock_deps::zookeeper_st)
   find_path(DLOCK_ZOOKEEPER_INCLUDE_DIR zookeeper/zookeeper.h)

@@ -5,6 +5,17 @@
 # GNUInstallDirs then picks Debian's multiarch library folder.
 
 # pkg-config, for builds without CMake: `pkg-config --cflags --libs dlock`.
+# A static libdlock.a leaves the libraries it uses to its users' link; a
+# shared libdlock.so links them itself (Libs.private, for `--static` only).
+get_target_property(dlock_type dlock TYPE)
+set(DLOCK_PC_DEPENDENCIES "-lzookeeper_st -lhiredis -lssl -lcrypto")
+if(dlock_type STREQUAL "SHARED_LIBRARY")
+  set(DLOCK_PC_LIBS "-ldlock -pthread")
+  set(DLOCK_PC_LIBS_PRIVATE "Libs.private: ${DLOCK_PC_DEPENDENCIES}")
+else()
+  set(DLOCK_PC_LIBS "-ldlock ${DLOCK_PC_DEPENDENCIES} -pthread")
+  set(DLOCK_PC_LIBS_PRIVATE "")
+endif()
 configure_file(${PROJECT_SOURCE_DIR}/cmake/dlock.pc.in ${PROJECT_BINARY_DIR}/dlock.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/dlock.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig COMPONENT dev)
 

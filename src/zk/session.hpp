@@ -11,9 +11,9 @@
 
 #include "c_client.hpp"
 #include "pending.hpp"
+#include "session_fsm.hpp"
 
 #include <dlock/zk/client.hpp>
-#include <dlock/zk/detail/session_fsm.hpp>
 
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/steady_timer.hpp>

@@ -10,6 +10,12 @@
 
 #include <iostream>
 
+// What linking dlock::dlock brings, and what it must not force on a user.
+static_assert(__cplusplus >= 202002L, "dlock::dlock must bring C++20 (target_compile_features)");
+#ifdef BOOST_ASIO_NO_DEPRECATED
+#error "dlock must not force BOOST_ASIO_NO_DEPRECATED on its users"
+#endif
+
 int main() {
   boost::asio::io_context io;
   {

@@ -1,6 +1,6 @@
 // dlock::redis::redlock while masters are stopped (SIGSTOP), killed and
 // restarted empty. Every pause is undone by a guard, even when a check fails.
-#include "../integration/redlock_support.hpp"
+#include "integration/redlock_support.hpp"
 
 #include <dlock/error.hpp>
 #include <dlock/redis/redlock.hpp>

@@ -9,6 +9,7 @@
 #include "redis_support.hpp"
 #include "redlock_support.hpp"
 
+#include <common/run.hpp>
 #include <common/servers.hpp>
 #include <common/zk.hpp>
 
@@ -53,12 +54,8 @@ namespace redis = dlock::redis;
 using dlock::error_code;
 using namespace std::chrono_literals;
 
-constexpr auto with_ec = asio::as_tuple(asio::deferred);
-
-asio::awaitable<void> sleep_for(std::chrono::steady_clock::duration d) {
-  asio::steady_timer t(co_await asio::this_coro::executor, d);
-  co_await t.async_wait(with_ec);
-}
+using dlock::test::sleep_for;
+using dlock::test::with_ec;
 
 // How a hold is made: `lasting` for most scenarios, `short_lived` where the
 // loss is forced by letting a Redis validity run out.
@@ -231,19 +228,10 @@ asio::awaitable<void> expect_free(typename T::backend& b, const std::string& nam
   if (!ec) co_await outcome(probe->release(with_ec));
 }
 
-// Runs one scenario on a fresh io_context; rethrows what it threw.
+// Runs one scenario, on a lock name of T's, on a fresh io_context.
 template <class T>
 void run(asio::awaitable<void> (*scenario)(std::string)) {
-  asio::io_context io;
-  std::exception_ptr failure;
-  bool finished = false;
-  asio::co_spawn(io, scenario(T::name("c")), [&](std::exception_ptr e) {
-    failure = e;
-    finished = true;
-  });
-  io.run();
-  BOOST_REQUIRE(finished);
-  if (failure) std::rethrow_exception(failure);
+  dlock::test::run(scenario(T::name("c")));
 }
 
 // ----------------------------------------------------------------- scenarios

@@ -3,21 +3,18 @@
 // (another client than dlock, so the wire format itself is checked).
 #pragma once
 
+#include <common/run.hpp>
 #include <common/servers.hpp>
 #include <dlock/error.hpp>
 #include <dlock/redis/connection.hpp>
 #include <dlock/redis/redlock.hpp>
 
 #include <boost/asio/as_tuple.hpp>
-#include <boost/asio/co_spawn.hpp>
 #include <boost/asio/deferred.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <boost/test/unit_test.hpp>
 
 #include <chrono>
 #include <cstdio>
-#include <exception>
 #include <memory>
 #include <string>
 #include <vector>
@@ -29,6 +26,8 @@ namespace redis = dlock::redis;
 using dlock::error_code;
 using masters_t = std::vector<std::shared_ptr<redis::connection>>;
 using namespace std::chrono_literals;
+using dlock::test::run;
+using dlock::test::sleep_for;
 
 inline constexpr auto tuple_token = asio::as_tuple(asio::deferred);
 
@@ -57,12 +56,6 @@ inline void close_all(masters_t& masters) {
   for (auto& master : masters) master->close();
 }
 
-inline asio::awaitable<void> sleep_for(std::chrono::milliseconds d) {
-  asio::steady_timer timer(co_await asio::this_coro::executor, d);
-  auto op = timer.async_wait(tuple_token);
-  co_await std::move(op);
-}
-
 /// Waits (up to ~10 s) until `master` answers a PING: after a server restart
 /// the connection may not have noticed the loss yet, so its state alone
 /// says nothing; a failed PING makes it notice and reconnect.
@@ -74,20 +67,6 @@ inline asio::awaitable<void> answers_again(redis::connection& master) {
     co_await sleep_for(50ms);
   }
   BOOST_FAIL("the master does not answer again");
-}
-
-/// Runs `body(executor)` until it and everything it started are done.
-inline void run(asio::awaitable<void> (*body)(asio::any_io_executor)) {
-  asio::io_context io;
-  std::exception_ptr failure;
-  bool finished = false;
-  asio::co_spawn(io, body(io.get_executor()), [&](std::exception_ptr e) {
-    failure = e;
-    finished = true;
-  });
-  io.run();
-  BOOST_REQUIRE(finished);
-  if (failure) std::rethrow_exception(failure);
 }
 
 inline std::uint16_t port_of(std::size_t index) { return dlock::test::redis_masters().at(index).port; }

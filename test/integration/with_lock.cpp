@@ -67,17 +67,6 @@ asio::awaitable<void> redlock_over_five() {
   close_all(masters);
 }
 
-void run(asio::awaitable<void> body) {
-  asio::io_context io;
-  bool done = false;
-  asio::co_spawn(io, std::move(body), [&](std::exception_ptr e) {
-    done = true;
-    if (e) std::rethrow_exception(e);
-  });
-  io.run();
-  BOOST_REQUIRE(done);
-}
-
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(with_lock)

@@ -1,6 +1,7 @@
 // Helpers shared by the zk client's integration and fault tests.
 #pragma once
 
+#include "common/run.hpp"
 #include "common/servers.hpp"
 
 #include <dlock/zk/client.hpp>
@@ -107,11 +108,6 @@ inline asio::awaitable<std::tuple<error_code, zk::watch_event>> wait_for_event(
   BOOST_ERROR("no event for the watch on " << what << " within "
                                            << std::chrono::duration_cast<std::chrono::seconds>(limit).count() << " s");
   co_return std::tuple{error_code(asio::error::timed_out), zk::watch_event{}};
-}
-
-inline asio::awaitable<void> sleep_for(std::chrono::milliseconds d) {
-  asio::steady_timer t(co_await asio::this_coro::executor, d);
-  co_await t.async_wait(asio::deferred);
 }
 
 }  // namespace dlock::test

@@ -3,6 +3,7 @@
 #include <dlock/zk/client.hpp>
 #include <dlock/zk/leader_election.hpp>
 
+#include "common/run.hpp"
 #include "common/servers.hpp"
 #include "common/zk.hpp"
 
@@ -28,28 +29,15 @@ using namespace std::chrono_literals;
 
 namespace {
 
-constexpr auto with_ec = asio::as_tuple(asio::deferred);
+using dlock::test::run;
+using dlock::test::sleep_for;
+using dlock::test::with_ec;
 
 zk::options test_options() {
   zk::options o;
   o.hosts = dlock::test::zk_hosts();
   o.session_timeout = 4s;
   return o;
-}
-
-void run(asio::io_context& io, asio::awaitable<void> body) {
-  bool done = false;
-  asio::co_spawn(io, std::move(body), [&](std::exception_ptr e) {
-    done = true;
-    if (e) std::rethrow_exception(e);
-  });
-  io.run();
-  BOOST_REQUIRE(done);
-}
-
-asio::awaitable<void> sleep_for(std::chrono::milliseconds d) {
-  asio::steady_timer t(co_await asio::this_coro::executor, d);
-  co_await t.async_wait(with_ec);
 }
 
 asio::awaitable<void> delete_tree(zk::client& c, std::string path) {

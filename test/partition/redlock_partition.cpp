@@ -2,7 +2,7 @@
 // in a network namespace of its own, with its own five masters, where iptables
 // cuts masters from the client silently (DROP: no reset, the requests just
 // get no answer). The masters keep running and keep their keys.
-#include "../integration/redlock_support.hpp"
+#include "integration/redlock_support.hpp"
 #include "common/partition.hpp"
 
 #include <dlock/error.hpp>

@@ -1,7 +1,7 @@
 // Session states reported from the C client's events (Curator's vocabulary).
-#include <boost/test/unit_test.hpp>
+#include "zk/session_fsm.hpp"
 
-#include <dlock/zk/detail/session_fsm.hpp>
+#include <boost/test/unit_test.hpp>
 
 using dlock::zk::session_state;
 using dlock::zk::detail::expiry_bound;
