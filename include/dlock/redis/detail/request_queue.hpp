@@ -69,6 +69,13 @@ class request_queue {
     for (auto& p : waiting_)
       if (!f(p)) return;
   }
+  template <class F>
+  void visit(F f) const {
+    for (const auto& p : in_flight_)
+      if (!f(p)) return;
+    for (const auto& p : waiting_)
+      if (!f(p)) return;
+  }
 
  private:
   std::deque<Ptr> waiting_;

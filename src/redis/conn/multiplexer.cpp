@@ -1,0 +1,193 @@
+#include "redis/conn/multiplexer.hpp"
+
+#include "redis/reply_parser.hpp"
+
+#include <algorithm>
+
+namespace dlock::redis::detail {
+namespace {
+
+// The EVAL form of an EVALSHA request (same array length and tail), in
+// r.eval_wire (its buffer reused).
+void build_eval_form(request& r) {
+  auto header_end = r.wire.find("\r\n") + 2;
+  std::string& out = r.eval_wire;
+  out.clear();
+  out.reserve(r.wire.size() + r.script->source.size() + 16);
+  out.append(r.wire, 0, header_end);
+  out += "$4\r\nEVAL\r\n$";
+  out += std::to_string(r.script->source.size());
+  out += "\r\n";
+  out += r.script->source;
+  out += "\r\n";
+  out.append(r.wire, r.tail_offset, std::string::npos);
+}
+
+}  // namespace
+
+// ---- requests ----
+
+request_ptr multiplexer::make_request() {
+  if (spare_.empty()) return std::make_shared<request>();
+  request_ptr r = std::move(spare_.back());
+  spare_.pop_back();
+  return r;
+}
+
+// Requests made by make_request come back here once answered, unless
+// something else still holds them (a handle, a posted completion).
+void multiplexer::recycle(request_ptr r) {
+  constexpr std::size_t max_spares = 256;
+  if (r.use_count() != 1 || spare_.size() >= max_spares) return;
+  r->wire.clear();
+  r->eval_wire.clear();
+  r->script.reset();
+  r->tail_offset = 0;
+  r->deadline = clock::time_point::max();
+  r->internal = r->use_eval = r->owed = false;
+  r->target.clear();
+  r->slot = {};
+  ++r->generation;
+  spare_.push_back(std::move(r));
+}
+
+void multiplexer::add(request_ptr r, clock::time_point now) {
+  if (timed()) r->deadline = now + timeout_;
+  queue_.push(std::move(r));
+}
+
+bool multiplexer::abandon(request& r, std::uint32_t generation) noexcept {
+  return r.generation == generation && r.settle();
+}
+
+// ---- writing ----
+
+std::size_t multiplexer::prepare_write() {
+  if (writing_) return 0;
+  batch_.clear();
+  std::size_t n = queue_.stage(batch_, [](const request_ptr& r) { return !r->owed; });
+  if (n == 0) return 0;
+  out_.clear();
+  written_ = 0;
+  for (auto& r : batch_) {
+    if (r->script) choose_script_form(*r);
+    out_ += r->use_eval ? r->eval_wire : r->wire;
+  }
+  batch_.clear();
+  commands_ += n;
+  writing_ = true;
+  return n;
+}
+
+bool multiplexer::commit_write(std::size_t n) noexcept {
+  written_ += n;
+  if (written_ < out_.size()) return false;
+  writing_ = false;
+  return true;
+}
+
+// ---- scripts: EVAL first, then EVALSHA, never out of order ----
+// A script's first use on a session goes as EVAL, which loads it; as the
+// server runs commands in order, every later use can go as EVALSHA, even in
+// the same write. Decided when the request is written, so a first use
+// abandoned before being sent does not count.
+
+bool multiplexer::script_loaded(const script::data& s) const noexcept {
+  for (const auto& known : loaded_scripts_)
+    if (known.get() == &s || known->sha1 == s.sha1) return true;
+  return false;
+}
+
+void multiplexer::choose_script_form(request& r) {
+  if (!r.use_eval && script_loaded(*r.script)) return;  // the usual case: EVALSHA
+  if (!r.use_eval) {
+    build_eval_form(r);
+    r.use_eval = true;
+  }
+  constexpr std::size_t max_loaded = 64;  // many one-off scripts: start over rather than grow
+  if (loaded_scripts_.size() >= max_loaded) loaded_scripts_.clear();
+  if (!script_loaded(*r.script)) loaded_scripts_.push_back(r.script);
+}
+
+// An EVALSHA answered NOSCRIPT: the server's cache was flushed since the
+// script was loaded. Sending it again as EVAL keeps the issue order only if
+// nothing was written after it; then it goes first among the waiting
+// requests. Otherwise the caller gets script_not_run (false). Either way
+// every script goes as EVAL again.
+bool multiplexer::resend_as_eval(request_ptr& r) {
+  loaded_scripts_.clear();
+  if (queue_.in_flight_size() != 0) return false;
+  build_eval_form(*r);
+  r->use_eval = true;
+  queue_.push_first(std::move(r));
+  return true;
+}
+
+// ---- reading ----
+
+multiplexer::answer multiplexer::on_reply(const reply& r) {
+  request_ptr req = queue_.pop_answered();
+  if (!req) return {answer::kind::unexpected, nullptr, {}};
+  ++replies_;
+  // Abandoned: dropped, the stream stays in sync.
+  if (!req->owed) return {answer::kind::drop, std::move(req), {}};
+  error_code ec;
+  if (r.is_error()) {
+    ec = classify_error(r.string());
+    if (ec == error::no_script && req->script && !req->use_eval) {
+      if (resend_as_eval(req)) return {answer::kind::resend, nullptr, {}};
+      ec = error::script_not_run;
+    }
+  }
+  req->settle();
+  return {answer::kind::complete, std::move(req), ec};
+}
+
+// ---- deadlines ----
+// Commands are queued in order with the same timeout, so deadlines rise along
+// the queue: the timer sleeps until the oldest owed one.
+
+clock::time_point multiplexer::next_deadline(clock::time_point now) const {
+  auto next = now + timeout_;
+  queue_.visit([&](const request_ptr& r) {
+    if (!r->owed) return true;
+    next = std::min(next, r->deadline);
+    return false;
+  });
+  return next;
+}
+
+// The oldest unanswered command (timed out, abandoned, e.g. by Redlock's
+// own master timeout, or not) waited a full timeout with nothing at all read
+// since it was issued: the server is silent (stopped, or a black hole that
+// sends no RST), so the connection resets rather than keep every timed-out
+// command in flight until TCP gives up. A slow server that still answers
+// earlier commands is not silent. (Requests are queued only while a session
+// is open, and a reset empties the queue: a written one means a session.)
+bool multiplexer::expire(clock::time_point now, std::vector<request_ptr>& expired) {
+  queue_.visit([&](const request_ptr& r) {
+    if (!r->owed) return true;
+    if (r->deadline > now) return false;
+    r->settle();
+    expired.push_back(r);
+    return true;
+  });
+  const request_ptr* oldest = queue_.oldest_in_flight();
+  return oldest && (*oldest)->deadline <= now && last_read_ <= (*oldest)->deadline - timeout_;
+}
+
+// ---- the session ----
+
+bool multiplexer::reset(std::vector<request_ptr>& failed) {
+  bool had_pending = !queue_.empty();
+  loaded_scripts_.clear();
+  writing_ = false;
+  out_.clear();
+  written_ = 0;
+  queue_.drain([&](request_ptr& r) {
+    if (r->settle()) failed.push_back(std::move(r));
+  });
+  return had_pending;
+}
+
+}  // namespace dlock::redis::detail

@@ -1,0 +1,120 @@
+// One command on its way through a connection: its bytes, its deadline, and
+// the one place its answer goes (a caller's handler, or a reply_sink inside
+// dlock). The multiplexer decides when a request is answered; the glue
+// completes it through its completion_target.
+#pragma once
+
+#include <dlock/config.hpp>
+#include <dlock/redis/error.hpp>
+#include <dlock/redis/reply.hpp>
+#include <dlock/redis/script.hpp>
+
+#include <boost/asio/any_completion_handler.hpp>
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/associated_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace dlock::redis::detail {
+
+using clock = std::chrono::steady_clock;
+using handler_type = asio::any_completion_handler<void(error_code, reply)>;
+using handler_type0 = asio::any_completion_handler<void(error_code)>;
+
+// A consumer of replies inside dlock (Redlock's fan-out, the connection's own
+// greeting): completed without a type-erased handler to allocate per command.
+class reply_sink {
+ public:
+  virtual ~reply_sink() = default;
+  virtual const asio::any_io_executor& sink_executor() const noexcept = 0;
+  virtual void on_reply(std::size_t index, error_code ec, reply answer) = 0;
+};
+
+// How a completion leaves: `post` wherever the caller may be inside an
+// initiating function or walking the queue (refusals, cancellation,
+// deadlines, loss); `dispatch` for replies, which runs an in-place target
+// directly (so it may issue its next command in the same read).
+enum class completion { post, dispatch };
+
+// Where a request's answer goes: a handler, or a sink with the index it gets
+// back. Taken once by complete().
+class completion_target {
+ public:
+  void set(handler_type handler, bool in_place) {
+    handler_.emplace(std::move(handler));
+    in_place_ = in_place;
+  }
+  void set(std::shared_ptr<reply_sink> sink, std::size_t index, bool in_place) {
+    sink_ = std::move(sink);
+    index_ = index;
+    in_place_ = in_place;
+  }
+  // The handler's cancellation slot (a sink abandons through the connection).
+  asio::cancellation_slot slot() const {
+    return handler_ ? asio::get_associated_cancellation_slot(*handler_) : asio::cancellation_slot();
+  }
+  void complete(completion how, const asio::any_io_executor& fallback, error_code ec, reply value);
+  void clear() noexcept {
+    handler_.reset();
+    sink_.reset();
+    in_place_ = false;
+  }
+
+ private:
+  void complete_sink(completion how, error_code ec, reply value);
+
+  // An optional because any_completion_handler's assignment is broken in Asio 1.81.
+  std::optional<handler_type> handler_;
+  std::shared_ptr<reply_sink> sink_;
+  std::size_t index_ = 0;
+  // Run in place when its reply is read, not dispatched: a handler whose
+  // executor is the connection's (see dlock::detail::runs_on), or a
+  // continuation of dlock's own locks, which completes onward itself.
+  bool in_place_ = false;
+};
+
+struct request {
+  std::string wire;       // RESP bytes (EVALSHA form for scripts)
+  std::string eval_wire;  // EVAL form, built when the script is not known loaded
+  std::shared_ptr<const redis::script::data> script;
+  std::size_t tail_offset = 0;  // where numkeys starts in `wire`
+  clock::time_point deadline = clock::time_point::max();
+  bool internal = false;  // handshake command, allowed while connecting
+  bool use_eval = false;  // sent (or to be sent) as EVAL
+  // A completion is owed: set with the target, cleared once by settle() when
+  // it is decided (answered, refused, abandoned, timed out, lost). A request
+  // no longer owed is skipped if unwritten and its reply dropped if written.
+  bool owed = false;
+  std::uint32_t generation = 0;  // bumped when reused: a late cancellation of its last use is ignored
+  completion_target target;
+  asio::cancellation_slot slot;  // hooked at initiation, cleared at completion
+
+  void answer_to(handler_type handler, bool in_place) {
+    target.set(std::move(handler), in_place);
+    owed = true;
+  }
+  void answer_to(std::shared_ptr<reply_sink> sink, std::size_t index, bool in_place) {
+    target.set(std::move(sink), index, in_place);
+    owed = true;
+  }
+  // True the first time only: the caller then completes it.
+  bool settle() noexcept {
+    bool was = owed;
+    owed = false;
+    return was;
+  }
+};
+using request_ptr = std::shared_ptr<request>;
+
+// A request as it was when sent: it may since have completed and been reused.
+struct request_handle {
+  std::weak_ptr<detail::request> sent;
+  std::uint32_t generation = 0;
+};
+
+}  // namespace dlock::redis::detail

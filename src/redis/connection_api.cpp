@@ -1,0 +1,131 @@
+// The connection's handle and the entries dlock's own locks use
+// (connection_access): each builds a request and hands it to the glue on the
+// connection's executor.
+#include "connection_impl.hpp"
+
+#include "detail/completion.hpp"
+
+#include <dlock/error.hpp>
+#include <dlock/redis/detail/command_check.hpp>
+
+#include <boost/asio/dispatch.hpp>
+
+namespace dlock::redis {
+namespace detail {
+
+// ---- encoded commands, Redlock's fan-outs ----
+
+// Built in one buffer: header, EVALSHA, the sha1, then numkeys/keys/args.
+// Returns it and where numkeys starts (for the EVAL form).
+std::pair<std::string, std::size_t> evalsha_wire(const script::data& s, const command& tail) {
+  std::string wire;
+  wire.reserve(64 + tail.body().size());
+  wire += '*';
+  wire += std::to_string(tail.size() + 2);
+  wire += "\r\n$7\r\nEVALSHA\r\n$40\r\n";
+  wire += s.sha1;
+  wire += "\r\n";
+  std::size_t tail_offset = wire.size();
+  wire += tail.body();
+  return {std::move(wire), tail_offset};
+}
+
+encoded_command encode(command cmd) { return {std::move(cmd).take_encoded(), nullptr, 0}; }
+
+encoded_command encode_eval(const script& s, const command& tail) {
+  auto wire = evalsha_wire(*s.shared(), tail);
+  return {std::move(wire.first), s.shared(), wire.second};
+}
+
+namespace {
+
+void set_command(request& r, encoded_command cmd) {
+  r.wire = std::move(cmd.wire);
+  r.script = std::move(cmd.script);
+  r.tail_offset = cmd.tail_offset;
+}
+
+}  // namespace
+
+request_handle connection_access::send(connection& c, const encoded_command& cmd, std::shared_ptr<reply_sink> sink,
+                                       std::size_t index, bool on_executor) {
+  auto& impl = *c.impl_;
+  request_ptr r = on_executor ? impl.make_request() : std::make_shared<request>();
+  set_command(*r, cmd);
+  r->answer_to(std::move(sink), index, on_executor);
+  request_handle handle{r, r->generation};
+  if (on_executor) impl.enqueue(std::move(r));
+  else asio::dispatch(impl.executor(), [impl = c.impl_, r = std::move(r)]() mutable { impl->enqueue(std::move(r)); });
+  return handle;
+}
+
+void connection_access::abandon(connection& c, request_handle handle) {
+  asio::dispatch(c.impl_->executor(),
+                 [impl = c.impl_, handle = std::move(handle)] { impl->abandon(handle, false); });
+}
+
+void connection_access::submit(connection_impl& impl, encoded_command cmd, handler_type handler) {
+  auto r = impl.make_request();
+  set_command(*r, std::move(cmd));
+  r->answer_to(std::move(handler), true);
+  impl.bind_cancellation(r);
+  impl.enqueue(std::move(r));
+}
+
+}  // namespace detail
+
+// ---- the handle ----
+
+connection::connection(asio::any_io_executor executor, options opts)
+    : impl_(std::make_shared<detail::connection_impl>(std::move(executor), std::move(opts))) {}
+
+connection::~connection() { close(); }
+connection::connection(connection&&) noexcept = default;
+connection& connection::operator=(connection&& other) noexcept {
+  if (this != &other) {
+    close();
+    impl_ = std::move(other.impl_);
+  }
+  return *this;
+}
+
+asio::any_io_executor connection::get_executor() const noexcept { return impl_->executor(); }
+const options& connection::get_options() const noexcept { return impl_->opts(); }
+connection_state connection::state() const noexcept { return impl_->state(); }
+connection_stats connection::stats() const noexcept { return impl_->stats(); }
+
+void connection::close() {
+  if (!impl_) return;
+  asio::dispatch(impl_->executor(), [impl = impl_] { impl->close(); });
+}
+
+void connection::start_connect(handler_type0 handler) {
+  asio::dispatch(impl_->executor(),
+                 [impl = impl_, h = std::move(handler)]() mutable { impl->connect(std::move(h)); });
+}
+
+void connection::start_wait(connection_state target, handler_type0 handler) {
+  asio::dispatch(impl_->executor(), [impl = impl_, target, h = std::move(handler)]() mutable {
+    impl->wait_for(target, std::move(h));
+  });
+}
+
+void connection::start_exec(std::string wire, std::shared_ptr<const script::data> fallback,
+                            std::size_t tail_offset, handler_type handler, bool in_place) {
+  if (!fallback && detail::refused_command(wire))  // would shift every later reply: see exec()
+    return dlock::detail::post_completion(impl_->executor(), std::move(handler),
+                                          error_code(dlock::error::invalid_argument), reply());
+  auto r = std::make_shared<detail::request>();
+  detail::set_command(*r, {std::move(wire), std::move(fallback), tail_offset});
+  r->answer_to(std::move(handler), in_place);
+  impl_->bind_cancellation(r);
+  asio::dispatch(impl_->executor(), [impl = impl_, r = std::move(r)]() mutable { impl->enqueue(std::move(r)); });
+}
+
+void connection::start_eval(std::shared_ptr<const script::data> s, const command& tail, handler_type handler,
+                            bool in_place) {
+  auto wire = detail::evalsha_wire(*s, tail);
+  start_exec(std::move(wire.first), std::move(s), wire.second, std::move(handler), in_place);
+}
+
+}  // namespace dlock::redis

@@ -1,0 +1,244 @@
+// The connection's glue for its session: resolver, connect, TLS, greeting,
+// backoff and connect timers, state waiters. What happens next is the
+// lifecycle's to decide (conn/lifecycle.hpp): every completion feeds it an
+// event and perform() does what it returns.
+#include "connection_impl.hpp"
+
+#include "detail/completion.hpp"
+
+#include <dlock/error.hpp>
+#include <dlock/log.hpp>
+#include <dlock/redis/detail/token.hpp>
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/ssl/context.hpp>
+#include <boost/asio/ssl/host_name_verification.hpp>
+#include <boost/asio/ssl/stream.hpp>
+
+#include <fcntl.h>
+
+namespace dlock::redis::detail {
+namespace {
+
+using dlock::detail::post_completion;
+using kind = lifecycle::action::kind;
+
+std::unique_ptr<asio::ssl::context> make_tls_context(const tls_options& o, error_code& ec) {
+  auto context = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_client);
+  context->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_tlsv1 |
+                           asio::ssl::context::no_tlsv1_1,
+                       ec);
+  if (!ec) {
+    if (o.ca_file.empty()) context->set_default_verify_paths(ec);
+    else context->load_verify_file(o.ca_file, ec);
+  }
+  if (!ec && !o.cert_file.empty()) context->use_certificate_chain_file(o.cert_file, ec);
+  if (!ec && !o.key_file.empty()) context->use_private_key_file(o.key_file, asio::ssl::context::pem, ec);
+  if (!ec) context->set_verify_mode(o.verify_peer ? asio::ssl::verify_peer : asio::ssl::verify_none, ec);
+  if (ec) return nullptr;
+  return context;
+}
+
+}  // namespace
+
+connection_impl::~connection_impl() = default;
+
+connection_impl::connection_impl(asio::any_io_executor executor, options opts)
+    : executor_(std::move(executor)),
+      opts_(std::move(opts)),
+      mux_(opts_.command_timeout),
+      life_(opts_, jitter_seed()),
+      resolver_(executor_),
+      socket_(executor_),
+      deadline_timer_(executor_),
+      backoff_timer_(executor_),
+      connect_timer_(executor_) {}
+
+void connection_impl::connect(handler_type0 handler) {
+  if (state_ == connection_state::closed)
+    return post_completion(executor_, std::move(handler), error_code(dlock::error::closed));
+  if (!options_invalid_reason(opts_).empty())
+    return post_completion(executor_, std::move(handler), error_code(dlock::error::invalid_argument));
+  if (state_ == connection_state::connected) return post_completion(executor_, std::move(handler), error_code());
+  add_waiter(connection_state::connected, true, std::move(handler));
+  if (life_.current() != lifecycle::phase::idle) return;  // started: the waiter joins it
+  arm_deadline_timer();
+  perform(life_.start());
+}
+
+// ---- performing the lifecycle's actions ----
+
+void connection_impl::perform(lifecycle::action a) {
+  switch (a.what) {
+    case kind::none: return;
+    case kind::resolve: return begin_attempt();
+    case kind::connect: return start_connect();
+    case kind::tls_handshake: return start_tls();
+    case kind::greet:
+      if (a.open_session) open_session();
+      return send_greeting(a.index);
+    case kind::up:
+      if (a.open_session) open_session();
+      connect_timer_.cancel();
+      ++stats_.connects;
+      publish();
+      return notify_connect({});
+    case kind::attempt_failed:
+      connect_timer_.cancel();
+      resolver_.cancel();
+      tear_down(error::connection_lost);
+      notify_connect(a.error);
+      return after_failure(a);
+    case kind::lost:
+      dlock::detail::log(dlock::log_level::warning, "dlock.redis: connection lost, reconnecting");
+      tear_down(error::connection_lost);
+      return after_failure(a);
+  }
+}
+
+void connection_impl::after_failure(const lifecycle::action& a) {
+  if (!a.retry) return close();
+  publish();  // disconnected
+  backoff_timer_.expires_after(a.backoff);
+  backoff_timer_.async_wait([self = shared_from_this()](error_code ec) {
+    if (!ec) self->perform(self->life_.on_backoff_done());
+  });
+}
+
+void connection_impl::begin_attempt() {
+  publish();  // connecting
+  arm_connect_timer();
+  resolver_.async_resolve(opts_.host, std::to_string(opts_.port),
+                          [self = shared_from_this(), attempt = life_.attempt()](
+                              error_code ec, asio::ip::tcp::resolver::results_type endpoints) {
+                            self->endpoints_ = std::move(endpoints);
+                            self->perform(self->life_.on_resolved(attempt, ec));
+                          });
+}
+
+// Resolve, connect, TLS and the greeting together must finish in time.
+void connection_impl::arm_connect_timer() {
+  connect_timer_.expires_after(opts_.connect_timeout);
+  connect_timer_.async_wait([self = shared_from_this(), attempt = life_.attempt()](error_code ec) {
+    if (!ec) self->perform(self->life_.on_connect_timeout(attempt));
+  });
+}
+
+void connection_impl::start_connect() {
+  asio::async_connect(socket_, endpoints_,
+                      [self = shared_from_this(), attempt = life_.attempt()](error_code ec, const auto&) {
+                        if (!ec) ec = self->prepare_socket();
+                        self->perform(self->life_.on_connected(attempt, ec));
+                      });
+}
+
+error_code connection_impl::prepare_socket() {
+  error_code ec;
+  socket_.set_option(asio::ip::tcp::no_delay(true), ec);
+  if (!ec) socket_.non_blocking(true, ec);  // for write_rest's first try
+  // A child the program execs must not inherit the connection (Asio opens
+  // sockets without close-on-exec).
+  if (!ec) ::fcntl(socket_.native_handle(), F_SETFD, FD_CLOEXEC);
+  return ec;
+}
+
+void connection_impl::start_tls() {
+  error_code ec;
+  if (!tls_context_) tls_context_ = make_tls_context(opts_.tls, ec);
+  if (ec) return perform(life_.on_tls_handshake(life_.attempt(), ec));
+  // Held by the handshake too: a teardown may drop tls_ meanwhile.
+  auto stream = std::make_shared<tls_stream>(socket_, *tls_context_);
+  tls_ = stream;
+  const std::string& name = opts_.tls.server_name.empty() ? opts_.host : opts_.tls.server_name;
+  if (opts_.tls.verify_peer) stream->set_verify_callback(asio::ssl::host_name_verification(name));
+  error_code not_an_address;
+  asio::ip::make_address(name, not_an_address);
+  if (not_an_address) SSL_set_tlsext_host_name(stream->native_handle(), name.c_str());  // SNI takes names only
+  stream->async_handshake(asio::ssl::stream_base::client,
+                          [self = shared_from_this(), stream, attempt = life_.attempt()](error_code shaken) {
+                            self->perform(self->life_.on_tls_handshake(attempt, shaken));
+                          });
+}
+
+void connection_impl::open_session() {
+  ++session_;
+  parser_.reset();
+  start_read();
+}
+
+// Through the multiplexer like any command; the answer comes back to
+// on_reply below, in place, tagged with the attempt.
+void connection_impl::send_greeting(std::size_t index) {
+  auto r = mux_.make_request();
+  r->wire = life_.greeting_command(index);
+  r->internal = true;
+  r->answer_to(std::shared_ptr<reply_sink>(shared_from_this()), life_.attempt(), true);
+  enqueue(std::move(r));
+}
+
+void connection_impl::on_reply(std::size_t attempt, error_code ec, reply answer) {
+  if (ec && answer.is_error())
+    dlock::detail::log(dlock::log_level::error, "dlock.redis: handshake refused: " + std::string(answer.string()));
+  perform(life_.on_greeting_reply(attempt, ec));
+}
+
+void connection_impl::close() {
+  if (!life_.close()) return;
+  tear_down(dlock::error::closed);
+  resolver_.cancel();
+  deadline_timer_.cancel();
+  backoff_timer_.cancel();
+  connect_timer_.cancel();
+  publish();  // closed
+}
+
+// ---- state waiters ----
+
+void connection_impl::wait_for(connection_state target, handler_type0 handler) {
+  if (state_ == target) return post_completion(executor_, std::move(handler), error_code());
+  if (state_ == connection_state::closed)
+    return post_completion(executor_, std::move(handler), error_code(dlock::error::closed));
+  add_waiter(target, false, std::move(handler));
+}
+
+void connection_impl::add_waiter(connection_state target, bool connect, handler_type0 handler) {
+  auto slot = asio::get_associated_cancellation_slot(handler);
+  auto it = waiters_.insert(waiters_.end(), waiter{std::move(handler), slot, target, connect});
+  if (!slot.is_connected()) return;
+  waiter* id = &*it;
+  slot.assign([self = std::weak_ptr<connection_impl>(shared_from_this()), id](asio::cancellation_type t) {
+    auto impl = self.lock();
+    if (!impl || !cancels(t)) return;
+    for (auto i = impl->waiters_.begin(); i != impl->waiters_.end(); ++i)
+      if (&*i == id) return impl->complete_waiter(i, asio::error::operation_aborted, true);
+  });
+}
+
+void connection_impl::complete_waiter(std::list<waiter>::iterator it, error_code ec, bool from_slot) {
+  if (!from_slot && it->slot.is_connected()) it->slot.clear();
+  auto handler = std::move(it->handler);
+  waiters_.erase(it);
+  post_completion(executor_, std::move(handler), ec);
+}
+
+// Makes the lifecycle's state the one users see; waiters for it complete.
+void connection_impl::publish() {
+  state_ = life_.state();
+  for (auto it = waiters_.begin(); it != waiters_.end();) {
+    auto next = std::next(it);
+    if (state_ == connection_state::closed)
+      complete_waiter(it, it->target == state_ ? error_code() : dlock::error::closed);
+    else if (!it->connect && it->target == state_) complete_waiter(it, {});
+    it = next;
+  }
+}
+
+void connection_impl::notify_connect(error_code ec) {
+  for (auto it = waiters_.begin(); it != waiters_.end();) {
+    auto next = std::next(it);
+    if (it->connect) complete_waiter(it, ec);
+    it = next;
+  }
+}
+
+}  // namespace dlock::redis::detail
