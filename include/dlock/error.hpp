@@ -37,9 +37,33 @@ inline error_code make_error_code(error e) noexcept {
   return error_code(static_cast<int>(e), error_category());
 }
 
+/// Conditions that hold whatever the backend, for `ec == dlock::condition::...`
+/// (category `dlock::condition_category()`, name "dlock.condition").
+enum class condition {
+  /// The connection dropped before the answer came: the operation's outcome
+  /// may be unknown (`zk::error::connection_loss` and `operation_timeout`,
+  /// `redis::error::connection_lost` and `not_connected`).
+  connection_lost = 1,
+  /// A wait limit or a timeout ran out (`dlock::error::timed_out`,
+  /// `zk::error::operation_timeout`, `redis::error::timed_out`).
+  timed_out,
+  /// The client or connection was closed (`dlock::error::closed`, `zk::error::closing`).
+  closed,
+};
+
+/// The category of `dlock::condition`.
+const boost::system::error_category& condition_category() noexcept;
+
+/// Makes `dlock::condition` values comparable with any dlock `error_code`.
+inline boost::system::error_condition make_error_condition(condition c) noexcept {
+  return boost::system::error_condition(static_cast<int>(c), condition_category());
+}
+
 }  // namespace dlock
 
 /// @cond
 template <>
 struct boost::system::is_error_code_enum<dlock::error> : std::true_type {};
+template <>
+struct boost::system::is_error_condition_enum<dlock::condition> : std::true_type {};
 /// @endcond

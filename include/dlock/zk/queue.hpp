@@ -4,6 +4,7 @@
 
 #include <dlock/config.hpp>
 #include <dlock/zk/client.hpp>
+#include <dlock/zk/detail/retry.hpp>
 
 #include <boost/asio/any_completion_handler.hpp>
 #include <boost/asio/async_result.hpp>
@@ -27,6 +28,9 @@ struct queue_options {
   /// Node data of claim nodes (claim/ack mode): who holds a claim, for
   /// operators. dlock adds a second line, "claim <GUID>", unique per claim.
   std::string identifier;
+  /// Retries of a step cut by a connection loss (reads, claims, deletes;
+  /// never an offer, whose retry could duplicate the item).
+  retry_policy retry;
 };
 
 /// An item taken in claim/ack mode: it stays in the queue, claimed by this

@@ -128,9 +128,8 @@ void start_node_removal(const lock_core_ptr& core, owned_node node, error_code r
 /// Parent paths to ensure, outermost first ("/a", "/a/b", ... `path`).
 std::vector<std::string> path_prefixes(const std::string& path);
 
-std::shared_ptr<acquire_op_base> make_sequential_acquire(const lock_core_ptr& core, acquire_mode mode,
-                                                         asio::any_completion_handler<void(error_code)> handler);
-std::shared_ptr<acquire_op_base> make_simple_acquire(const lock_core_ptr& core, acquire_mode mode,
-                                                     asio::any_completion_handler<void(error_code)> handler);
+/// The acquire of either flavour: the flavour's state machine in the one shell (acquire_shell.cpp).
+std::shared_ptr<acquire_op_base> make_acquire(const lock_core_ptr& core, acquire_mode mode,
+                                              asio::any_completion_handler<void(error_code)> handler);
 
 }  // namespace dlock::zk::detail

@@ -2,10 +2,9 @@
 
 #include <dlock/error.hpp>
 #include <dlock/log.hpp>
-#include <dlock/zk/detail/lock_recipe.hpp>  // sequence_before
+#include <dlock/zk/detail/node_names.hpp>
 
 #include <algorithm>
-#include <charconv>
 #include <cstdint>
 #include <optional>
 #include <utility>
@@ -13,15 +12,10 @@
 namespace dlock::zk::detail {
 namespace {
 
-// "qn-" + "%010d" of the parent's signed 32-bit counter ("-2147483648" after the wrap).
+// "qn-" + the server's sequence suffix.
 std::optional<std::int32_t> item_sequence(std::string_view child) noexcept {
   if (!child.starts_with(queue_item_prefix)) return std::nullopt;
-  auto digits = child.substr(queue_item_prefix.size());
-  if (digits.size() != 10 && !(digits.size() == 11 && digits[0] == '-')) return std::nullopt;
-  std::int32_t value = 0;
-  auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
-  if (ec != std::errc{} || end != digits.data() + digits.size()) return std::nullopt;
-  return value;
+  return parse_sequence(child.substr(queue_item_prefix.size()));
 }
 
 }  // namespace

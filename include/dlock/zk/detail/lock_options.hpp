@@ -18,9 +18,6 @@ enum class loss_policy {
   session,
 };
 
-/// Retries of recoverable errors (connection loss) while acquiring.
-using retry_policy = detail::retry_policy;
-
 /// How a ZooKeeper lock behaves.
 struct lock_options {
   /// Stored as the lock node's data and shown by `participants()`:
