@@ -25,7 +25,6 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/deferred.hpp>
 #include <boost/asio/detached.hpp>
-#include <boost/asio/experimental/parallel_group.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -205,12 +204,14 @@ asio::awaitable<void> campaign_loop(zk::leader_election* election, std::string i
     seen->note_thread();
     ++seen->bodies;
     if (election->is_leader() && election->fencing_token() <= 0) seen->surprise("leader without a fencing token");
+    // A term of office, then the loss (if any) read from this thread while the
+    // client's strand may be firing it. Not a parallel group of the loss wait
+    // and a timer: its branches would complete on two executors (the strand,
+    // this multi-threaded one), which Asio's cancellation slots do not allow
+    // (TSan saw the group's cancel race the timer's completion).
     asio::steady_timer term(executor, 15ms);
-    auto [order, loss_ec, term_ec] =
-        co_await asio::experimental::make_parallel_group(election->loss().wait(asio::deferred),
-                                                         term.async_wait(asio::deferred))
-            .async_wait(asio::experimental::wait_for_one(), asio::deferred);
-    if (order[0] == 0 && loss_ec && loss_ec != asio::error::operation_aborted) ++seen->losses;
+    co_await term.async_wait(tuple_token);
+    if (election->loss().lost()) ++seen->losses;
     co_await election->resign(tuple_token);
   }
   --seen->running;
