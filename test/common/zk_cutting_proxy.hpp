@@ -127,6 +127,9 @@ class zk_cutting_proxy {
   }
   /// Faults injected so far (cuts, drops and holds).
   int cuts() const { return state_->cuts; }
+  /// Reads from a server that arrived while a hold was on: replies the
+  /// server has sent, that the client does not have yet.
+  int held_replies() const { return state_->held_replies; }
   /// Requests forwarded so far with this opcode.
   int forwarded(std::int32_t opcode) const {
     std::lock_guard lock(state_->mutex);
@@ -205,6 +208,7 @@ class zk_cutting_proxy {
     clock::time_point refuse_until{};
     std::atomic<bool> black_holed{false};
     std::atomic<int> cuts{0};
+    std::atomic<int> held_replies{0};
     std::vector<std::weak_ptr<link>> links;
   };
   using state_ptr = std::shared_ptr<state>;
@@ -248,6 +252,7 @@ class zk_cutting_proxy {
       auto [ec, n] = co_await l->upstream->async_read_some(boost::asio::buffer(buffer), with_ec);
       if (ec) break;
       if (l->hold_until > clock::now()) {
+        ++s->held_replies;
         pause.expires_at(l->hold_until);
         co_await pause.async_wait(with_ec);
       }
