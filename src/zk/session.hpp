@@ -7,6 +7,10 @@
 // deadline runs zookeeper_interest again (it sends pings and detects
 // timeouts). Every zoo_a* call is followed by one coalesced re-evaluation.
 // C callbacks only record results and post handlers.
+//
+// One class, three files: session.cpp (the lifecycle: opening the zhandle,
+// session events through session_fsm, waiters, watches), session_driver.cpp
+// (the poll driver above) and session_close.cpp (the close protocol).
 #pragma once
 
 #include "c_client.hpp"
@@ -71,38 +75,44 @@ class session : public std::enable_shared_from_this<session> {
   std::uint64_t state_version() const noexcept { return state_version_.load(); }
 
  private:
+  // ---- lifecycle (session.cpp): the zhandle, session events, waiters, watches
   static void global_watcher(zhandle_t*, int type, int state, const char* path, void* context);
-  static void on_close_probe(int rc, const Stat*, const void* context);
   static void on_orphan_removed(int rc, const void* context);
-
   bool open_handle(error_code& ec);
-  void step();
-  void drain(int events);
   void after_c_calls();
-  void sync_descriptor(int fd);
-  void drop_socket();
-  void arm_read();
-  void arm_write();
-  void arm_timer(std::chrono::steady_clock::duration delay);
   void on_session_event(int state);
   void on_connected();
   void on_handle_dead();
   void release_handle(error_code watch_error);
   void set_state_changed();
   void start_lost_timer();
+  void complete_connect_waiters(error_code ec);
+
+  // ---- poll driver (session_driver.cpp): the socket copy, readiness, the interest timer
+  void step();
+  void drain(int events);
+  void sync_descriptor(int fd);
+  void drop_socket();
+  void stop_driver_waits();
+  void arm_read();
+  void arm_write();
+  void arm_timer(std::chrono::steady_clock::duration delay);
+  bool socket_is_current() const;
+
+  // ---- close protocol (session_close.cpp): probe, CLOSE, await the server's end
+  static void on_close_probe(int rc, const Stat*, const void* context);
   void send_close_probe();
   void send_close_request();
   void await_server_close();
-  bool socket_is_current() const;
   void shut_c_socket();
   void finish_close();
-  void complete_connect_waiters(error_code ec);
 
   strand_type strand_;
   options options_;
   zhandle_t* zh_ = nullptr;
   session_fsm fsm_;
 
+  // poll driver
   asio::posix::stream_descriptor socket_;  // a dup() of the C client's socket
   dev_t socket_dev_ = 0;
   ino_t socket_ino_ = 0;
@@ -118,6 +128,7 @@ class session : public std::enable_shared_from_this<session> {
   bool timer_armed_ = false;
   unsigned timer_generation_ = 0;
 
+  // lifecycle
   asio::steady_timer connect_timer_;  // options::connect_timeout
   asio::steady_timer lost_timer_;  // suspended past expiry_.lost_at -> lost
   expiry_bound expiry_;             // when the servers may expire the session
@@ -127,17 +138,19 @@ class session : public std::enable_shared_from_this<session> {
 
   std::vector<pending_ptr<>> connect_waiters_;
   std::vector<pending_ptr<session_state>> state_waiters_;
-  std::vector<pending_ptr<>> close_waiters_;
   std::map<watch_state*, std::shared_ptr<watch_state>> c_watches_;  // held by the C client
   std::vector<std::shared_ptr<watch_state>> removals_;              // cancelled before registration
   std::vector<std::string> orphans_;                                // created by cancelled creates
 
+  // close protocol
   // probing: waiting for a server to answer the probe; closing: CLOSE sent,
   // waiting for the server to end the connection (the C client is not driven).
   enum class close_phase { open, probing, closing, done } close_phase_ = close_phase::open;
   bool reprobe_when_connected_ = false;  // the probe's connection dropped: probe again once reconnected
   asio::steady_timer close_timer_;
+  std::vector<pending_ptr<>> close_waiters_;
 
+  // read from any thread
   std::atomic<bool> closing_{false};
   std::atomic<int> state_{static_cast<int>(session_state::connecting)};
   std::atomic<std::uint64_t> state_version_{0};  // counts state changes
