@@ -114,11 +114,7 @@ class client {
   /// @par Lifetime
   /// Destroying the client completes it with `dlock::error::closed`.
   template <class CompletionToken = default_token>
-  auto connect(CompletionToken&& token = {}) {
-    return asio::async_initiate<CompletionToken, void(error_code)>(
-        [](auto h, detail::session_ptr s) { detail::start_connect(s, detail::handler<>(std::move(h))); },
-        token, impl_);
-  }
+  auto connect(CompletionToken&& token = {});
 
   /// Ends the session (its ephemeral nodes go at once when the server answers;
   /// a stalled server is not waited for) and fails pending operations and
@@ -137,11 +133,7 @@ class client {
   /// @par Lifetime
   /// The client may be destroyed meanwhile (its destructor starts the same close).
   template <class CompletionToken = default_token>
-  auto close(CompletionToken&& token = {}) {
-    return asio::async_initiate<CompletionToken, void(error_code)>(
-        [](auto h, detail::session_ptr s) { detail::start_close(s, detail::handler<>(std::move(h))); },
-        token, impl_);
-  }
+  auto close(CompletionToken&& token = {});
 
   /// Creates `path` (for sequential modes, `path` is the prefix).
   ///
@@ -165,13 +157,7 @@ class client {
   /// it (with `dlock::error::closed` unless its reply came first).
   template <class CompletionToken = default_token>
   auto create(std::string path, std::string data, create_mode mode = create_mode::persistent,
-              CompletionToken&& token = {}) {
-    return asio::async_initiate<CompletionToken, void(error_code, created)>(
-        [](auto h, detail::session_ptr s, std::string p, std::string d, create_mode m) {
-          detail::start_create(s, std::move(p), std::move(d), m, detail::handler<created>(std::move(h)));
-        },
-        token, impl_, std::move(path), std::move(data), mode);
-  }
+              CompletionToken&& token = {});
 
   /// Deletes `path` if its version matches (-1: any).
   ///
@@ -186,13 +172,7 @@ class client {
   /// `zk::error::no_node`, `bad_version`, `not_empty`, `no_auth`, and those of
   /// every request (see `create()`).
   template <class CompletionToken = default_token>
-  auto remove(std::string path, std::int32_t version = -1, CompletionToken&& token = {}) {
-    return asio::async_initiate<CompletionToken, void(error_code)>(
-        [](auto h, detail::session_ptr s, std::string p, std::int32_t v) {
-          detail::start_remove(s, std::move(p), v, detail::handler<>(std::move(h)));
-        },
-        token, impl_, std::move(path), version);
-  }
+  auto remove(std::string path, std::int32_t version = -1, CompletionToken&& token = {});
 
   /// Reads data and metadata.
   ///
@@ -205,9 +185,7 @@ class client {
   /// @par Errors
   /// `zk::error::no_node`, `no_auth`, and those of every request (see `create()`).
   template <detail::not_a_watch CompletionToken = default_token>
-  auto get(std::string path, CompletionToken&& token = {}) {
-    return get_impl(std::move(path), nullptr, std::forward<CompletionToken>(token));
-  }
+  auto get(std::string path, CompletionToken&& token = {});
   /// Same, and arms `w` for the node's next data change or deletion.
   ///
   /// @par Handler signature, Executor, Errors
@@ -218,9 +196,7 @@ class client {
   /// `w` is used when the operation starts (with the default token, when it
   /// is awaited) and may be destroyed any time after, which removes the watch.
   template <class CompletionToken = default_token>
-  auto get(std::string path, watch& w, CompletionToken&& token = {}) {
-    return get_impl(std::move(path), &w, std::forward<CompletionToken>(token));
-  }
+  auto get(std::string path, watch& w, CompletionToken&& token = {});
 
   /// ZooKeeper's `sync`: the member this session talks to catches up with the
   /// leader first, so reads sent after it see every write committed before
@@ -234,13 +210,7 @@ class client {
   /// @par Errors
   /// Those of every request (see `create()`).
   template <class CompletionToken = default_token>
-  auto sync(std::string path, CompletionToken&& token = {}) {
-    return asio::async_initiate<CompletionToken, void(error_code)>(
-        [](auto h, detail::session_ptr s, std::string p) {
-          detail::start_sync(s, std::move(p), detail::handler<>(std::move(h)));
-        },
-        token, impl_, std::move(path));
-  }
+  auto sync(std::string path, CompletionToken&& token = {});
 
   /// Replaces the data if the version matches (-1: any).
   ///
@@ -255,13 +225,7 @@ class client {
   /// `zk::error::no_node`, `bad_version`, `no_auth`, and those of every request
   /// (see `create()`).
   template <class CompletionToken = default_token>
-  auto set(std::string path, std::string data, std::int32_t version = -1, CompletionToken&& token = {}) {
-    return asio::async_initiate<CompletionToken, void(error_code, stat)>(
-        [](auto h, detail::session_ptr s, std::string p, std::string d, std::int32_t v) {
-          detail::start_set(s, std::move(p), std::move(d), v, detail::handler<stat>(std::move(h)));
-        },
-        token, impl_, std::move(path), std::move(data), version);
-  }
+  auto set(std::string path, std::string data, std::int32_t version = -1, CompletionToken&& token = {});
 
   /// Metadata, or `std::nullopt` if the node does not exist (not an error).
   ///
@@ -272,9 +236,7 @@ class client {
   /// @par Errors
   /// Those of every request (see `create()`).
   template <detail::not_a_watch CompletionToken = default_token>
-  auto exists(std::string path, CompletionToken&& token = {}) {
-    return exists_impl(std::move(path), nullptr, std::forward<CompletionToken>(token));
-  }
+  auto exists(std::string path, CompletionToken&& token = {});
   /// Same, and arms `w` for the node's creation, deletion or data change.
   ///
   /// @par Handler signature, Executor, Errors
@@ -283,9 +245,7 @@ class client {
   /// @par Cancellation, Lifetime
   /// As `get()` with a watch.
   template <class CompletionToken = default_token>
-  auto exists(std::string path, watch& w, CompletionToken&& token = {}) {
-    return exists_impl(std::move(path), &w, std::forward<CompletionToken>(token));
-  }
+  auto exists(std::string path, watch& w, CompletionToken&& token = {});
 
   /// Child names (not full paths, unsorted) and the parent's metadata.
   ///
@@ -296,9 +256,7 @@ class client {
   /// @par Errors
   /// `zk::error::no_node`, `no_auth`, and those of every request (see `create()`).
   template <detail::not_a_watch CompletionToken = default_token>
-  auto get_children(std::string path, CompletionToken&& token = {}) {
-    return children_impl(std::move(path), nullptr, std::forward<CompletionToken>(token));
-  }
+  auto get_children(std::string path, CompletionToken&& token = {});
   /// Same, and arms `w` for the next child creation or deletion (or the node's deletion).
   ///
   /// @par Handler signature, Executor, Errors
@@ -306,9 +264,7 @@ class client {
   /// @par Cancellation, Lifetime
   /// As `get()` with a watch.
   template <class CompletionToken = default_token>
-  auto get_children(std::string path, watch& w, CompletionToken&& token = {}) {
-    return children_impl(std::move(path), &w, std::forward<CompletionToken>(token));
-  }
+  auto get_children(std::string path, watch& w, CompletionToken&& token = {});
 
   /// Applies `ops` atomically, in order: all of them or none (a transaction,
   /// like Curator's `transaction()` and kazoo's `transaction()`). An empty
@@ -331,13 +287,7 @@ class client {
   /// (`connection_loss`, `closed`, ...): every result has that error and
   /// `failed_op` is empty. And those of every request (see `create()`).
   template <class CompletionToken = default_token>
-  auto multi(std::vector<op> ops, CompletionToken&& token = {}) {
-    return asio::async_initiate<CompletionToken, void(error_code, multi_result)>(
-        [](auto h, detail::session_ptr s, std::vector<op> o) {
-          detail::start_multi(s, std::move(o), detail::handler<multi_result>(std::move(h)));
-        },
-        token, impl_, std::move(ops));
-  }
+  auto multi(std::vector<op> ops, CompletionToken&& token = {});
 
   /// Completes at the next session state change with the new state (several
   /// waiters may wait at once). A change that happens after this call but
@@ -356,13 +306,7 @@ class client {
   /// @par Lifetime
   /// Destroying the client completes it with `session_state::closed`.
   template <class CompletionToken = default_token>
-  auto wait_state_change(CompletionToken&& token = {}) {
-    return asio::async_initiate<CompletionToken, void(error_code, session_state)>(
-        [](auto h, detail::session_ptr s) {
-          detail::start_wait_state_change(s, detail::handler<session_state>(std::move(h)));
-        },
-        token, impl_);
-  }
+  auto wait_state_change(CompletionToken&& token = {});
 
   // --- Session facts (safe from any thread) ---
   /// The session's state now (see `wait_state_change`).
@@ -380,30 +324,11 @@ class client {
 
  private:
   template <class Token>
-  auto get_impl(std::string path, watch* w, Token&& token) {
-    return asio::async_initiate<Token, void(error_code, std::string, stat)>(
-        [](auto h, detail::session_ptr s, std::string p, watch* armed) {
-          detail::start_get(s, std::move(p), armed, detail::handler<std::string, stat>(std::move(h)));
-        },
-        token, impl_, std::move(path), w);
-  }
+  auto get_impl(std::string path, watch* w, Token&& token);
   template <class Token>
-  auto exists_impl(std::string path, watch* w, Token&& token) {
-    return asio::async_initiate<Token, void(error_code, std::optional<stat>)>(
-        [](auto h, detail::session_ptr s, std::string p, watch* armed) {
-          detail::start_exists(s, std::move(p), armed, detail::handler<std::optional<stat>>(std::move(h)));
-        },
-        token, impl_, std::move(path), w);
-  }
+  auto exists_impl(std::string path, watch* w, Token&& token);
   template <class Token>
-  auto children_impl(std::string path, watch* w, Token&& token) {
-    return asio::async_initiate<Token, void(error_code, std::vector<std::string>, stat)>(
-        [](auto h, detail::session_ptr s, std::string p, watch* armed) {
-          detail::start_get_children(s, std::move(p), armed,
-                                     detail::handler<std::vector<std::string>, stat>(std::move(h)));
-        },
-        token, impl_, std::move(path), w);
-  }
+  auto children_impl(std::string path, watch* w, Token&& token);
 
   friend client detail::borrow_session(const client& owner);
   struct borrowed_t {};
@@ -414,3 +339,5 @@ class client {
 };
 
 }  // namespace dlock::zk
+
+#include <dlock/zk/impl/client.hpp>
