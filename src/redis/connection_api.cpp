@@ -6,7 +6,8 @@
 #include "detail/completion.hpp"
 
 #include <dlock/error.hpp>
-#include <dlock/redis/detail/command_check.hpp>
+
+#include "command_check.hpp"
 
 #include <boost/asio/dispatch.hpp>
 

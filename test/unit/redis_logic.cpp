@@ -2,9 +2,9 @@
 // SHA1 for EVALSHA, validity arithmetic, jitter, reply interpretation.
 #include <dlock/error.hpp>
 #include <dlock/redis/command.hpp>
-#include <dlock/redis/detail/command_check.hpp>
+#include "redis/command_check.hpp"
 #include <dlock/redis/detail/lock_logic.hpp>
-#include <dlock/redis/detail/request_queue.hpp>
+#include "redis/conn/request_queue.hpp"
 #include <dlock/redis/detail/token.hpp>
 #include <dlock/redis/script.hpp>
 

@@ -1,7 +1,8 @@
 // The ZooKeeper lock recipe's pure logic: names, ordering, decisions, and
 // the acquire state machine driven by hand-written replies.
 #include <dlock/error.hpp>
-#include <dlock/zk/detail/lock_recipe.hpp>
+
+#include "zk/locks/lock_recipe.hpp"
 
 #include <boost/asio/error.hpp>
 #include <boost/test/unit_test.hpp>

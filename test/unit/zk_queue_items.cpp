@@ -1,5 +1,6 @@
 #include <dlock/error.hpp>
-#include <dlock/zk/detail/queue_items.hpp>
+
+#include "zk/queue/queue_items.hpp"
 
 #include <boost/test/unit_test.hpp>
 

@@ -1,8 +1,9 @@
 // The one retry policy of the ZooKeeper recipes: what is retried, how often,
 // and how long each pause is.
 #include <dlock/error.hpp>
-#include <dlock/zk/detail/retry.hpp>
 #include <dlock/zk/error.hpp>
+
+#include "zk/recipe/retry.hpp"
 
 #include <boost/asio/error.hpp>
 #include <boost/test/unit_test.hpp>

@@ -1,8 +1,9 @@
 // The simple lock's acquire state machine, driven by hand-written replies:
 // the path of every acquire, and a fault at every step.
 #include <dlock/error.hpp>
-#include <dlock/zk/detail/simple_lock_recipe.hpp>
 #include <dlock/zk/error.hpp>
+
+#include "zk/locks/simple_lock_recipe.hpp"
 
 #include <boost/asio/error.hpp>
 #include <boost/test/unit_test.hpp>

@@ -5,7 +5,7 @@
 #include <dlock/lock_loss.hpp>
 #include <dlock/lockable.hpp>
 #include <dlock/zk/client.hpp>
-#include <dlock/zk/detail/lock_core.hpp>
+#include <dlock/zk/detail/lock_core_api.hpp>
 #include <dlock/zk/detail/lock_options.hpp>
 
 #include <boost/asio/async_result.hpp>

@@ -8,7 +8,7 @@
 
 #include "redis/conn/request.hpp"
 
-#include <dlock/redis/detail/request_queue.hpp>
+#include "request_queue.hpp"
 
 #include <string_view>
 #include <vector>

@@ -3,9 +3,10 @@
 #include <dlock/zk/leader_election.hpp>
 
 #include <dlock/error.hpp>
-#include <dlock/zk/detail/node_names.hpp>
-#include <dlock/zk/detail/retry.hpp>
 #include <dlock/zk/path.hpp>
+
+#include "zk/recipe/node_names.hpp"
+#include "zk/recipe/retry.hpp"
 
 #include "detail/spawn_to_handler.hpp"
 

@@ -5,8 +5,9 @@
 #include "lock_core.hpp"
 
 #include <dlock/log.hpp>
-#include <dlock/zk/detail/simple_lock_recipe.hpp>
 #include <dlock/zk/error.hpp>
+
+#include "simple_lock_recipe.hpp"
 
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>

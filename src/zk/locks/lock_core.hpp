@@ -5,8 +5,9 @@
 #include <dlock/error.hpp>
 #include <dlock/lock_loss.hpp>
 #include <dlock/zk/client.hpp>
-#include <dlock/zk/detail/lock_core.hpp>
-#include <dlock/zk/detail/lock_recipe.hpp>
+#include <dlock/zk/detail/lock_core_api.hpp>
+
+#include "lock_recipe.hpp"
 
 #include <boost/asio/append.hpp>
 #include <boost/asio/bind_executor.hpp>

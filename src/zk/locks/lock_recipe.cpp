@@ -1,6 +1,6 @@
 // The sequential lock recipe (mutex, shared mutex, election): the decision
 // after a listing and the acquire state machine.
-#include <dlock/zk/detail/lock_recipe.hpp>
+#include "lock_recipe.hpp"
 
 #include <dlock/error.hpp>
 #include <dlock/log.hpp>

@@ -1,5 +1,5 @@
 // The simple lock's acquire state machine (see simple_lock_recipe.hpp).
-#include <dlock/zk/detail/simple_lock_recipe.hpp>
+#include "simple_lock_recipe.hpp"
 
 #include <dlock/error.hpp>
 #include <dlock/zk/error.hpp>

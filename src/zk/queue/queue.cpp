@@ -9,8 +9,9 @@
 
 #include <dlock/error.hpp>
 #include <dlock/log.hpp>
-#include <dlock/zk/detail/queue_items.hpp>
 #include <dlock/zk/path.hpp>
+
+#include "queue_items.hpp"
 
 #include "detail/spawn_to_handler.hpp"
 

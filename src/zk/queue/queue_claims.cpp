@@ -5,8 +5,9 @@
 
 #include <dlock/error.hpp>
 #include <dlock/log.hpp>
-#include <dlock/zk/detail/node_names.hpp>  // make_guid
-#include <dlock/zk/detail/queue_items.hpp>
+
+#include "zk/recipe/node_names.hpp"  // make_guid
+#include "queue_items.hpp"
 
 #include "detail/spawn_to_handler.hpp"
 

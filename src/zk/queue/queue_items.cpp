@@ -1,8 +1,9 @@
-#include <dlock/zk/detail/queue_items.hpp>
+#include "queue_items.hpp"
 
 #include <dlock/error.hpp>
 #include <dlock/log.hpp>
-#include <dlock/zk/detail/node_names.hpp>
+
+#include "zk/recipe/node_names.hpp"
 
 #include <algorithm>
 #include <cstdint>

@@ -2,7 +2,8 @@
 #include "queue_steps.hpp"
 
 #include <dlock/error.hpp>
-#include <dlock/zk/detail/queue_items.hpp>
+
+#include "queue_items.hpp"
 
 #include <boost/asio/this_coro.hpp>
 

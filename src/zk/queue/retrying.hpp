@@ -3,7 +3,7 @@
 // one retry policy (dlock/zk/detail/retry.hpp) when and how often.
 #pragma once
 
-#include <dlock/zk/detail/retry.hpp>
+#include "zk/recipe/retry.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/awaitable.hpp>

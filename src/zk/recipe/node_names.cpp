@@ -1,5 +1,5 @@
 // Node names and sequence order of the ZooKeeper recipes (see node_names.hpp).
-#include <dlock/zk/detail/node_names.hpp>
+#include "node_names.hpp"
 
 #include <dlock/log.hpp>
 

@@ -1,4 +1,4 @@
-#include <dlock/zk/detail/retry.hpp>
+#include "retry.hpp"
 
 #include <dlock/zk/error.hpp>
 

@@ -1,7 +1,7 @@
 // Options shared by the ZooKeeper locks (mutex, shared_mutex, simple_lock).
 #pragma once
 
-#include <dlock/zk/detail/lock_recipe.hpp>
+#include <dlock/zk/detail/retry.hpp>
 
 #include <string>
 

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <dlock/config.hpp>
+#include <dlock/zk/detail/lock_role.hpp>
 
 #include <cstdint>
 #include <optional>
@@ -30,9 +31,6 @@ enum class lock_kind {
   write,      ///< Curator "__WRIT__", kazoo "__lock__"
   foreign,    ///< any other name ending in a sequence: treated as exclusive
 };
-
-/// How a contender decides whether it holds the lock.
-enum class lock_role { exclusive, reader, writer };
 
 /// One contender: views into the child name it was parsed from.
 struct lock_node {

@@ -6,6 +6,7 @@
 #include <dlock/config.hpp>
 #include <dlock/lock_loss.hpp>
 #include <dlock/zk/detail/lock_options.hpp>
+#include <dlock/zk/detail/lock_role.hpp>
 
 #include <boost/asio/any_completion_handler.hpp>
 

@@ -5,9 +5,10 @@
 #pragma once
 
 #include <dlock/config.hpp>
-#include <dlock/zk/detail/acquire_steps.hpp>
-#include <dlock/zk/detail/node_names.hpp>
-#include <dlock/zk/detail/retry.hpp>
+
+#include "acquire_steps.hpp"
+#include "zk/recipe/node_names.hpp"
+#include "zk/recipe/retry.hpp"
 
 #include <chrono>
 #include <cstdint>

@@ -1,0 +1,60 @@
+// The one retry policy of the ZooKeeper recipes (locks, election, queue):
+// which failures are retried, how many times, and how long to wait before
+// each retry. I/O-free; every retry loop asks it instead of counting and
+// computing a backoff of its own. The policy itself (a public option):
+// <dlock/zk/detail/retry.hpp>.
+#pragma once
+
+#include <dlock/config.hpp>
+#include <dlock/zk/detail/retry.hpp>
+
+#include <chrono>
+#include <cstdint>
+
+namespace dlock::zk::detail {
+
+/// A connection loss while the session may live: the C client reconnects on
+/// its own, so the request can be sent again. Anything else (the session
+/// expired, the client closed, a server's answer) is not retried.
+bool is_retryable(const error_code& ec) noexcept;
+
+/// True when failure number `failures` (1 for the first) may still be retried.
+inline bool may_retry(const retry_policy& policy, int failures) noexcept {
+  return failures <= policy.max_attempts;
+}
+
+/// The nominal wait before retry number `retry` (1 for the first):
+/// initial_backoff * 2^(retry-1), capped at max_backoff (never overflowing).
+std::chrono::milliseconds backoff_delay(const retry_policy& policy, int retry) noexcept;
+
+/// `delay` plus up to a quarter of itself, `random` picking where (any 32-bit
+/// value, uniformly drawn): clients that lost the same server do not all
+/// retry at the same instant. Never shorter than `delay`, so a retry budget
+/// spans at least the time the nominal delays add up to.
+std::chrono::milliseconds spread(std::chrono::milliseconds delay, std::uint32_t random) noexcept;
+
+/// `spread(delay, r)` with `r` from a per-thread engine: the wait a shell sleeps.
+std::chrono::milliseconds with_jitter(std::chrono::milliseconds delay);
+
+/// Counts the failures of one retried step and says whether (and after how
+/// long) to try it again.
+class retry_counter {
+ public:
+  explicit retry_counter(const retry_policy& policy) noexcept : policy_(policy) {}
+
+  /// Records a failure with `ec`: true when the step should be tried again
+  /// (a retryable error within the budget), after `delay()`.
+  bool retry_after(const error_code& ec) noexcept {
+    if (!is_retryable(ec)) return false;
+    return may_retry(policy_, ++failures_);
+  }
+  /// The nominal wait before the next try (after a retry_after() that said yes).
+  std::chrono::milliseconds delay() const noexcept { return backoff_delay(policy_, failures_); }
+  int failures() const noexcept { return failures_; }
+
+ private:
+  retry_policy policy_;
+  int failures_ = 0;
+};
+
+}  // namespace dlock::zk::detail
