@@ -75,6 +75,28 @@ BOOST_AUTO_TEST_CASE(counter_never_retries_what_is_not_retryable) {
   BOOST_TEST(c.failures() == 0);  // not counted against the budget
 }
 
+BOOST_AUTO_TEST_CASE(counter_counts_failures_judged_retryable_by_the_caller) {
+  retry_counter c({2, 10ms, 40ms});
+  BOOST_TEST(c.count_failure());
+  BOOST_TEST(c.delay().count() == 10);
+  BOOST_TEST(c.count_failure());
+  BOOST_TEST(c.delay().count() == 20);
+  BOOST_TEST(!c.count_failure());  // spent
+  c.reset();                       // progress: a fresh budget
+  BOOST_TEST(c.failures() == 0);
+  BOOST_TEST(c.count_failure());
+  BOOST_TEST(c.delay().count() == 10);
+}
+
+BOOST_AUTO_TEST_CASE(counter_past_its_budget_saturates_at_the_longest_delay) {
+  // A cleanup retried while the session lives keeps counting past the budget.
+  retry_counter c({1, 10ms, 40ms});
+  for (int i = 0; i < 100; ++i) c.count_failure();
+  BOOST_TEST(!c.count_failure());
+  BOOST_TEST(c.failures() == 101);
+  BOOST_TEST(c.delay().count() == 40);
+}
+
 BOOST_AUTO_TEST_CASE(jitter_adds_up_to_a_quarter_never_less) {
   BOOST_TEST(spread(100ms, 0).count() == 100);
   BOOST_TEST(spread(100ms, 0xffffffffu).count() == 124);

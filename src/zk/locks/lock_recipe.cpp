@@ -30,7 +30,7 @@ decision decide(lock_role role, std::string_view own_name, std::span<const std::
 using action = acquire_machine::action;
 
 acquire_machine::acquire_machine(settings s, std::string guid)
-    : settings_(std::move(s)), guid_(std::move(guid)) {
+    : settings_(std::move(s)), guid_(std::move(guid)), retries_(settings_.retry) {
   create_path_ = join_path(settings_.lock_path, node_prefix(settings_.role, guid_));
 }
 
@@ -65,11 +65,11 @@ action acquire_machine::fail(reply r) { return cleanup(r.ec); }
 
 action acquire_machine::retry(state then, error_code ec) {
   if (hunting_) return hunt(ec);
-  if (!may_retry(settings_.retry, ++attempts_)) {
+  if (!retries_.count_failure()) {
     if (create_unknown_) return hunt(ec);
     return cleanup(ec);
   }
-  delay_ = backoff_delay(settings_.retry, attempts_);
+  delay_ = retries_.delay();
   after_backoff_ = then;
   return go(state::backing_off, action::backoff);
 }
@@ -136,14 +136,14 @@ action acquire_machine::on_created(reply create_reply, std::string_view created_
       own_path_.assign(created_path);
       czxid_ = czxid;
       create_unknown_ = false;
-      attempts_ = 0;
+      retries_.reset();
       if (cancelled_) return cleanup(cancel_reason_);
       state_ = state::listing;
       return on_listed(list, children);
     case step_result::no_node:
       // The lock path (a container) is missing or was reaped: ensure it, create again.
       if (cancelled_) return finish(cancel_reason_);
-      if (!may_retry(settings_.retry, ++attempts_)) return finish(create_reply.ec);
+      if (!retries_.count_failure()) return finish(create_reply.ec);
       return go(state::ensuring, action::ensure_path);
     case step_result::connection_loss:
       create_unknown_ = true;
@@ -192,7 +192,7 @@ action acquire_machine::decide_after_listing(std::span<const std::string> childr
   switch (d.outcome) {
     case decision::holder:
       if (cancelled_) return cleanup(cancel_reason_);
-      attempts_ = 0;
+      retries_.reset();
       return finish({});
     case decision::wait:
       if (cancelled_) return cleanup(cancel_reason_);
@@ -226,7 +226,7 @@ action acquire_machine::on_owner(reply r, std::int64_t ephemeral_owner, std::int
       own_path_ = target_path_;
       czxid_ = czxid;
       create_unknown_ = false;
-      attempts_ = 0;
+      retries_.reset();
       if (hunting_) return cleanup(result_);
       return resume(state::listing);
     case step_result::no_node:
@@ -278,8 +278,8 @@ action acquire_machine::on_removed(reply r) {
   // Cleaning our own node: retried for as long as the session lives, since a
   // node left behind would block the lock for everyone.
   if (r.result == step_result::connection_loss) {
-    attempts_ = std::min(attempts_ + 1, 64);  // unbounded: only the count saturates
-    delay_ = backoff_delay(settings_.retry, attempts_);
+    retries_.count_failure();  // unbounded: only the count saturates
+    delay_ = retries_.delay();
     after_backoff_ = state::cleaning;
     return go(state::backing_off, action::backoff);
   }

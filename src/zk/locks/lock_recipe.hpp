@@ -107,7 +107,7 @@ class acquire_machine final : public acquire_steps {
   bool cancelled_ = false;
   error_code cancel_reason_;
   error_code result_;
-  int attempts_ = 0;
+  retry_counter retries_;  // failures since the last progress
   std::chrono::milliseconds delay_{0};
   std::int64_t czxid_ = 0;
 };

@@ -7,8 +7,6 @@
 
 #include <boost/asio/steady_timer.hpp>
 
-#include <algorithm>
-
 namespace dlock::zk::detail {
 namespace {
 
@@ -26,7 +24,7 @@ class removal_op : public std::enable_shared_from_this<removal_op> {
   removal_op(lock_core_ptr core, owned_node node, error_code report,
              asio::any_completion_handler<void(error_code)> handler)
       : core_(std::move(core)), node_(std::move(node)), report_(report), handler_(std::move(handler)),
-        timer_(core_->strand) {}
+        timer_(core_->strand), retries_(core_->options.retry) {}
 
   void start() {
     if (core_->zk.state() == session_state::closed)
@@ -71,8 +69,8 @@ class removal_op : public std::enable_shared_from_this<removal_op> {
         // hold the caller hostage to a reconnection.
         complete(report_);
         verify_ = true;
-        attempts_ = std::min(attempts_ + 1, 64);  // unbounded while the session lives
-        timer_.expires_after(with_jitter(backoff_delay(core_->options.retry, attempts_)));
+        retries_.count_failure();  // unbounded while the session lives
+        timer_.expires_after(with_jitter(retries_.delay()));
         timer_.async_wait(asio::bind_executor(core_->strand, [self = shared_from_this()](error_code) {
           self->start();
         }));
@@ -100,7 +98,7 @@ class removal_op : public std::enable_shared_from_this<removal_op> {
   error_code report_;
   asio::any_completion_handler<void(error_code)> handler_;
   asio::steady_timer timer_;
-  int attempts_ = 0;
+  retry_counter retries_;
   bool verify_ = false;
 };
 

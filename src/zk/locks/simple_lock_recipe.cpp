@@ -4,13 +4,13 @@
 #include <dlock/error.hpp>
 #include <dlock/zk/error.hpp>
 
-#include <climits>
 
 namespace dlock::zk::detail {
 
 using action = acquire_action;
 
-simple_acquire_machine::simple_acquire_machine(settings s) : settings_(std::move(s)) {
+simple_acquire_machine::simple_acquire_machine(settings s)
+    : settings_(std::move(s)), retries_(settings_.retry) {
   parent_ = settings_.lock_path.substr(0, settings_.lock_path.rfind('/'));
 }
 
@@ -98,7 +98,7 @@ action simple_acquire_machine::on_watch_fired(reply r) {
 
 action simple_acquire_machine::ensure_parent() {
   if (cancelled_) return finish(cancel_reason_);
-  if (!may_retry(settings_.retry, ++attempts_)) return finish(make_error_code(zk::error::no_node));
+  if (!retries_.count_failure()) return finish(make_error_code(zk::error::no_node));
   return go(state::ensuring, action::ensure_path);
 }
 
@@ -115,8 +115,7 @@ action simple_acquire_machine::on_ensured(reply r) {
 }
 
 action simple_acquire_machine::backoff(error_code ec) {
-  if (attempts_ < INT_MAX) ++attempts_;
-  if (!may_retry(settings_.retry, attempts_) && !hunting_) {
+  if (!retries_.count_failure() && !hunting_) {
     if (!create_unknown_) return finish(ec);
     // Our create may have been applied, and the node would block the lock
     // (us included) while the session lives: fail now (the shell completes
@@ -125,7 +124,7 @@ action simple_acquire_machine::backoff(error_code ec) {
     hunting_ = true;
     result_ = ec;
   }
-  delay_ = backoff_delay(settings_.retry, attempts_);
+  delay_ = retries_.delay();
   return go(state::backing_off, action::backoff);
 }
 

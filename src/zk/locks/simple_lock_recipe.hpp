@@ -77,7 +77,7 @@ class simple_acquire_machine final : public acquire_steps {
   bool cancelled_ = false;
   error_code cancel_reason_;
   error_code result_;
-  int attempts_ = 0;  // ensures and backoffs of this acquire, together
+  retry_counter retries_;  // ensures and backoffs of this acquire, together
   std::chrono::milliseconds delay_{0};
   std::int64_t czxid_ = 0;
 };

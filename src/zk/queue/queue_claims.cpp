@@ -37,7 +37,8 @@ bool is_our_claim(client& zk, const std::string& data, const stat& meta, const s
 // handed its item, so left alone it would hold the item until the session ends.
 asio::awaitable<void> recover_claim(queue_state_ptr q, std::string claim, std::string ours, std::int64_t session) {
   client& zk = *q->zk;
-  for (int attempt = 1; zk.session_id() == session; attempt = std::min(attempt + 1, 64)) {
+  retry_counter retries(q->options.retry);
+  while (zk.session_id() == session) {
     auto [ec, data, meta] = co_await zk.get(claim, uncancellable());
     if (!ec && is_our_claim(zk, data, meta, ours)) {
       error_code deleted = co_await delete_on_session(zk, q->options.retry, claim, session);
@@ -45,7 +46,8 @@ asio::awaitable<void> recover_claim(queue_state_ptr q, std::string claim, std::s
     } else if (!is_retryable(ec)) {
       co_return;  // not there, another's, or the session is over (expired, closed)
     }
-    co_await pause(backoff_delay(q->options.retry, attempt), on_cancel::ignore);  // unbounded while the session lives
+    retries.count_failure();  // unbounded while the session lives: only the count saturates
+    co_await pause(retries.delay(), on_cancel::ignore);
   }
   if (dlock::detail::log_enabled(log_level::info))
     dlock::detail::log(log_level::info, "zk queue: gave up recovering " + claim + ": its session ended");

@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <limits>
 
 namespace dlock::zk::detail {
 
@@ -37,18 +38,26 @@ std::chrono::milliseconds spread(std::chrono::milliseconds delay, std::uint32_t 
 std::chrono::milliseconds with_jitter(std::chrono::milliseconds delay);
 
 /// Counts the failures of one retried step and says whether (and after how
-/// long) to try it again.
+/// long) to try it again: the one retry bookkeeping of the recipes' loops,
+/// their state machines and the background removal of a node.
 class retry_counter {
  public:
   explicit retry_counter(const retry_policy& policy) noexcept : policy_(policy) {}
 
   /// Records a failure with `ec`: true when the step should be tried again
   /// (a retryable error within the budget), after `delay()`.
-  bool retry_after(const error_code& ec) noexcept {
-    if (!is_retryable(ec)) return false;
-    return may_retry(policy_, ++failures_);
+  bool retry_after(const error_code& ec) noexcept { return is_retryable(ec) && count_failure(); }
+  /// Records a failure the caller has judged retryable: true while within
+  /// the budget. A step retried past it (a cleanup that goes on while the
+  /// session lives) may go on counting: the count saturates, the delay stays
+  /// at max_backoff.
+  bool count_failure() noexcept {
+    if (failures_ < std::numeric_limits<int>::max()) ++failures_;
+    return may_retry(policy_, failures_);
   }
-  /// The nominal wait before the next try (after a retry_after() that said yes).
+  /// The step made progress: the next failure is the first again.
+  void reset() noexcept { failures_ = 0; }
+  /// The nominal wait before the next try (after a failure was counted).
   std::chrono::milliseconds delay() const noexcept { return backoff_delay(policy_, failures_); }
   int failures() const noexcept { return failures_; }
 
