@@ -3,6 +3,7 @@
 #include <dlock/zk/client.hpp>
 #include <dlock/zk/queue.hpp>
 
+#include "common/run.hpp"
 #include "common/servers.hpp"
 #include "common/zk_cutting_proxy.hpp"
 
@@ -11,7 +12,6 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/test/unit_test.hpp>
 
@@ -28,10 +28,11 @@ namespace asio = boost::asio;
 namespace zk = dlock::zk;
 using dlock::error_code;
 using namespace std::chrono_literals;
+using dlock::test::sleep_for;
+using dlock::test::with_ec;
 
 namespace {
 
-constexpr auto with_ec = asio::as_tuple(asio::deferred);
 constexpr int items = 600;
 constexpr int consumers = 4;
 
@@ -40,11 +41,6 @@ zk::options ensemble_options() {
   o.hosts = dlock::test::zk_ensemble();
   o.session_timeout = 10s;  // long enough to survive the failover
   return o;
-}
-
-asio::awaitable<void> sleep_for(std::chrono::milliseconds d) {
-  asio::steady_timer t(co_await asio::this_coro::executor, d);
-  co_await t.async_wait(with_ec);
 }
 
 // Restarts a killed member even when a check fails.

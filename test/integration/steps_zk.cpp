@@ -54,13 +54,13 @@
 using namespace dlock;
 using namespace std::chrono_literals;
 using dlock::test::sleep_for;
+using dlock::test::with_ec;
 using dlock::test::step_outcome;
 using dlock::test::zk_cutting_proxy;
 namespace zk_opcode = dlock::test::zk_opcode;
 
 namespace {
 
-constexpr auto with_ec = asio::as_tuple(asio::deferred);
 
 // The servers' tickTime is 500 ms: 2 s is within [2, 20] x tickTime, and the
 // client's receive timeout is then 2/3 of it.

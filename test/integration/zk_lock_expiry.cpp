@@ -24,11 +24,11 @@ using namespace dlock;
 using namespace std::chrono_literals;
 using dlock::test::run_coroutine;
 using dlock::test::sleep_for;
+using dlock::test::with_ec;
 using dlock::test::zk_options;
 
 namespace {
 
-constexpr auto with_ec = asio::as_tuple(asio::deferred);
 constexpr auto short_session = 4s;
 
 std::string lock_path(const std::string& name) { return "/dlock-test/expiry/" + dlock::test::unique_name(name); }

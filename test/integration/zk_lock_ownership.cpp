@@ -29,12 +29,12 @@ using namespace dlock;
 using namespace std::chrono_literals;
 using dlock::test::run_coroutine;
 using dlock::test::sleep_for;
+using dlock::test::with_ec;
 using dlock::test::zk_options;
 namespace opcode = dlock::test::zk_opcode;
 
 namespace {
 
-constexpr auto with_ec = asio::as_tuple(asio::deferred);
 
 std::string lock_path(const std::string& name) { return "/dlock-test/ownership/" + dlock::test::unique_name(name); }
 
