@@ -1,6 +1,8 @@
 // ZooKeeper helpers shared by the tests.
 #pragma once
 
+#include "common/run.hpp"
+
 #include <dlock/zk/client.hpp>
 
 #include <boost/asio/as_tuple.hpp>
@@ -9,6 +11,7 @@
 #include <boost/asio/this_coro.hpp>
 
 #include <chrono>
+#include <string>
 
 namespace dlock::test {
 
@@ -36,6 +39,14 @@ inline boost::asio::awaitable<bool> expire_session(zk::client& victim, zk::optio
     co_await pause.async_wait(asio::as_tuple(asio::deferred));
   }
   co_return victim.session_id() != id || victim.state() == zk::session_state::lost;
+}
+
+/// Deletes `path` and everything below it (what is missing is skipped): a
+/// test's cleanup, whatever state the test left.
+inline boost::asio::awaitable<void> delete_tree(zk::client& c, std::string path) {
+  auto [ec, children, st] = co_await c.get_children(path, with_ec);
+  for (const auto& child : children) co_await delete_tree(c, path + "/" + child);
+  co_await c.remove(path, -1, with_ec);
 }
 
 }  // namespace dlock::test

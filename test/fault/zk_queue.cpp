@@ -5,6 +5,7 @@
 
 #include "common/run.hpp"
 #include "common/servers.hpp"
+#include "common/zk.hpp"
 #include "common/zk_cutting_proxy.hpp"
 
 #include <boost/asio/as_tuple.hpp>
@@ -29,6 +30,7 @@ namespace zk = dlock::zk;
 using dlock::error_code;
 using namespace std::chrono_literals;
 using dlock::test::sleep_for;
+using dlock::test::delete_tree;
 using dlock::test::with_ec;
 
 namespace {
@@ -226,12 +228,6 @@ asio::awaitable<void> end_session(std::int64_t id, std::string password) {
   zk::client twin(co_await asio::this_coro::executor, same);
   co_await twin.connect();
   co_await twin.close();
-}
-
-asio::awaitable<void> delete_tree(zk::client& c, std::string path) {
-  auto [ec, children, st] = co_await c.get_children(path, with_ec);
-  for (const auto& child : children) co_await delete_tree(c, path + "/" + child);
-  co_await c.remove(path, -1, with_ec);
 }
 
 template <class... T>

@@ -31,6 +31,7 @@ namespace {
 
 using dlock::test::run;
 using dlock::test::sleep_for;
+using dlock::test::delete_tree;
 using dlock::test::with_ec;
 
 zk::options test_options() {
@@ -38,12 +39,6 @@ zk::options test_options() {
   o.hosts = dlock::test::zk_hosts();
   o.session_timeout = 4s;
   return o;
-}
-
-asio::awaitable<void> delete_tree(zk::client& c, std::string path) {
-  auto [ec, children, st] = co_await c.get_children(path, with_ec);
-  for (const auto& child : children) co_await delete_tree(c, path + "/" + child);
-  co_await c.remove(path, -1, with_ec);
 }
 
 struct record {

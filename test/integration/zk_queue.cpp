@@ -35,6 +35,7 @@ namespace {
 
 using dlock::test::run;
 using dlock::test::sleep_for;
+using dlock::test::delete_tree;
 using dlock::test::with_ec;
 
 zk::options test_options() {
@@ -45,12 +46,6 @@ zk::options test_options() {
 }
 
 int sequence_of(const std::string& name) { return std::stoi(name.substr(name.rfind('-') + 1)); }
-
-asio::awaitable<void> delete_tree(zk::client& c, std::string path) {
-  auto [ec, children, st] = co_await c.get_children(path, with_ec);
-  for (const auto& child : children) co_await delete_tree(c, path + "/" + child);
-  co_await c.remove(path, -1, with_ec);
-}
 
 // ---- semantics on empty and non-empty queues ----
 
