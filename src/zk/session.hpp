@@ -96,6 +96,7 @@ class session : public std::enable_shared_from_this<session> {
   void stop_driver_waits();
   void arm_read();
   void arm_write();
+  void arm_readiness(asio::posix::descriptor_base::wait_type wait, bool session::*armed, int events);
   void arm_timer(std::chrono::steady_clock::duration delay);
   bool socket_is_current() const;
 

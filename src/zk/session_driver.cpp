@@ -134,29 +134,25 @@ void session::sync_descriptor(int fd) {
 }
 
 void session::arm_read() {
-  if (read_armed_) return;
-  read_armed_ = true;
-  socket_.async_wait(asio::posix::descriptor_base::wait_read,
-                     [self = shared_from_this(), generation = socket_generation_](error_code ec) {
-                       if (generation != self->socket_generation_) return;
-                       self->read_armed_ = false;
-                       if (ec) return;
-                       self->drain(ZOOKEEPER_READ);
-                       self->step();
-                     });
+  arm_readiness(asio::posix::descriptor_base::wait_read, &session::read_armed_, ZOOKEEPER_READ);
 }
 
 void session::arm_write() {
-  if (write_armed_) return;
-  write_armed_ = true;
-  socket_.async_wait(asio::posix::descriptor_base::wait_write,
-                     [self = shared_from_this(), generation = socket_generation_](error_code ec) {
-                       if (generation != self->socket_generation_) return;
-                       self->write_armed_ = false;
-                       if (ec) return;
-                       self->drain(ZOOKEEPER_WRITE);
-                       self->step();
-                     });
+  arm_readiness(asio::posix::descriptor_base::wait_write, &session::write_armed_, ZOOKEEPER_WRITE);
+}
+
+// One wait per direction at a time; a wait on a socket copy since replaced
+// (an older generation) is ignored.
+void session::arm_readiness(asio::posix::descriptor_base::wait_type wait, bool session::*armed, int events) {
+  if (this->*armed) return;
+  this->*armed = true;
+  socket_.async_wait(wait, [self = shared_from_this(), armed, events, generation = socket_generation_](error_code ec) {
+    if (generation != self->socket_generation_) return;
+    self.get()->*armed = false;
+    if (ec) return;
+    self->drain(events);
+    self->step();
+  });
 }
 
 void session::arm_timer(steady_clock::duration delay) {

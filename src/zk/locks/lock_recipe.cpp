@@ -173,17 +173,11 @@ action acquire_machine::on_listed(reply r, std::span<const std::string> children
   switch (r.result) {
     case step_result::ok:
       return decide_after_listing(children);
-    case step_result::connection_loss:
-      return retry(state::listing, r.ec);
     case step_result::no_node:  // the lock path is gone, so is our node
       own_path_.clear();
       return finish(make_error_code(dlock::error::lost));
-    case step_result::session_lost:
-    case step_result::closed:
-      own_path_.clear();
-      return finish(r.ec);
     default:
-      return fail(r);
+      return failed_in_line(r);
   }
 }
 
@@ -245,14 +239,8 @@ action acquire_machine::on_watch_set(reply r) {
       return go(state::waiting, action::wait);
     case step_result::no_node:  // the predecessor is already gone: no watch was left
       return resume(state::listing);
-    case step_result::connection_loss:
-      return retry(state::listing, r.ec);
-    case step_result::session_lost:
-    case step_result::closed:
-      own_path_.clear();
-      return finish(r.ec);
     default:
-      return fail(r);
+      return failed_in_line(r);
   }
 }
 
@@ -263,6 +251,15 @@ action acquire_machine::on_watch_fired(reply r) {
     case step_result::aborted:
       if (cancelled_) return cleanup(cancel_reason_);
       return resume(state::listing);
+    default:
+      return failed_in_line(r);
+  }
+}
+
+// A step failed while our node waits its turn: a connection loss lists
+// again; a lost session or a closed client took our node with it.
+action acquire_machine::failed_in_line(reply r) {
+  switch (r.result) {
     case step_result::connection_loss:
       return retry(state::listing, r.ec);
     case step_result::session_lost:

@@ -92,6 +92,7 @@ class acquire_machine final : public acquire_steps {
   action create_never_happened();
   action finish(error_code ec);
   action fail(reply r);
+  action failed_in_line(reply r);
   action create();
   action go(state s, action a);
 
