@@ -8,6 +8,8 @@
 // and an exception escaping the coroutine becomes an error_code.
 #pragma once
 
+#include "detail/op_base.hpp"
+
 #include <dlock/config.hpp>
 #include <dlock/error.hpp>
 
@@ -17,10 +19,8 @@
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/dispatch.hpp>
-#include <boost/system/system_error.hpp>
 
 #include <exception>
-#include <new>
 #include <tuple>
 #include <utility>
 
@@ -31,24 +31,12 @@ struct spawn_completion {
   asio::any_completion_handler<void(error_code, T...)> handler;
 
   void operator()(std::exception_ptr failure, std::tuple<error_code, T...> result) {
-    if (failure) std::get<0>(result) = to_error_code(failure);
+    if (failure) std::get<0>(result) = error_from(failure);
     std::apply(
         [this](error_code ec, T... values) {
           asio::dispatch(asio::append(std::move(handler), ec, std::move(values)...));
         },
         std::move(result));
-  }
-
-  static error_code to_error_code(const std::exception_ptr& failure) {
-    try {
-      std::rethrow_exception(failure);
-    } catch (const boost::system::system_error& e) {
-      return e.code();
-    } catch (const std::bad_alloc&) {
-      return make_error_code(boost::system::errc::not_enough_memory);
-    } catch (...) {
-      return make_error_code(boost::system::errc::state_not_recoverable);
-    }
   }
 };
 

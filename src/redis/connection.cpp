@@ -17,11 +17,11 @@ namespace dlock::redis::detail {
 void completion_target::complete(completion how, const asio::any_io_executor& fallback, error_code ec,
                                  reply value) {
   if (sink_) return complete_sink(how, ec, std::move(value));
-  handler_type handler(std::move(*handler_));
-  handler_.reset();
-  if (how == completion::post)
-    return dlock::detail::post_completion(fallback, std::move(handler), ec, std::move(value));
-  dlock::detail::complete_from_handler(in_place_, fallback, std::move(handler), ec, std::move(value));
+  using dlock::detail::completion;
+  auto mode = how == detail::completion::post ? completion::post
+              : in_place_                     ? completion::in_place
+                                              : completion::dispatch;
+  op_.complete(mode, fallback, ec, std::move(value));
 }
 
 void completion_target::complete_sink(completion how, error_code ec, reply value) {
@@ -75,23 +75,18 @@ void connection_impl::schedule_write() {
 // Installed by the initiating function, so a cancellation emitted before the
 // request reaches the executor is not lost; the work itself runs there.
 void connection_impl::bind_cancellation(const request_ptr& r) {
-  r->slot = r->target.slot();
-  if (!r->slot.is_connected()) return;
-  r->slot.assign([handle = request_handle{r, r->generation},
-                  self = std::weak_ptr<connection_impl>(shared_from_this()),
-                  executor = executor_](asio::cancellation_type t) {
-    if (!cancels(t)) return;
-    asio::dispatch(executor, [handle, self] {
-      if (auto impl = self.lock()) impl->abandon(handle, true);
-    });
+  r->target.hook_cancellation(executor_, [handle = request_handle{r, r->generation},
+                                          self = std::weak_ptr<connection_impl>(shared_from_this())](
+                                             asio::cancellation_type) {
+    if (auto impl = self.lock()) impl->abandon(handle);
   });
 }
 
 // Abandoned: if unwritten it is skipped, else its reply is dropped.
-void connection_impl::abandon(const request_handle& handle, bool from_slot) {
+void connection_impl::abandon(const request_handle& handle) {
   auto r = handle.sent.lock();
   if (r && mux_.abandon(*r, handle.generation))
-    complete(*r, asio::error::operation_aborted, reply(), completion::post, from_slot);
+    complete(*r, asio::error::operation_aborted, reply(), completion::post);
 }
 
 void connection_impl::start_write() {
@@ -180,10 +175,8 @@ void connection_impl::hand_out(reply r) {
   }
 }
 
-// Every exit of a request: its slot is released, its one target completed.
-void connection_impl::complete(request& r, error_code ec, reply value, completion how, bool from_slot) {
-  if (!from_slot && r.slot.is_connected()) r.slot.clear();
-  r.slot = {};
+// Every exit of a request: its one target completed (a handler's slot released).
+void connection_impl::complete(request& r, error_code ec, reply value, completion how) {
   r.target.complete(how, executor_, ec, std::move(value));
 }
 

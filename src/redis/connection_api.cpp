@@ -62,7 +62,7 @@ request_handle connection_access::send(connection& c, const encoded_command& cmd
 
 void connection_access::abandon(connection& c, request_handle handle) {
   asio::dispatch(c.impl_->executor(),
-                 [impl = c.impl_, handle = std::move(handle)] { impl->abandon(handle, false); });
+                 [impl = c.impl_, handle = std::move(handle)] { impl->abandon(handle); });
 }
 
 void connection_access::submit(connection_impl& impl, encoded_command cmd, handler_type handler) {

@@ -66,12 +66,6 @@ struct connection_access {
   static void abandon(connection& c, request_handle r);
 };
 
-// Terminal and partial cancellation abandon a command or a wait.
-inline bool cancels(asio::cancellation_type t) {
-  return (t & (asio::cancellation_type::terminal | asio::cancellation_type::partial)) !=
-         asio::cancellation_type::none;
-}
-
 // Why a connection cannot work with `o` (empty when it can): refused by
 // connect() with dlock::error::invalid_argument, nothing sent.
 inline std::string_view options_invalid_reason(const options& o) noexcept {
@@ -115,8 +109,7 @@ class connection_impl : public reply_sink, public std::enable_shared_from_this<c
  private:
   friend struct connection_access;
   struct waiter {
-    handler_type0 handler;
-    asio::cancellation_slot slot;
+    dlock::detail::op_base<void(error_code)> op;
     connection_state target;
     bool connect;  // completes on the next attempt's outcome
   };
@@ -132,8 +125,8 @@ class connection_impl : public reply_sink, public std::enable_shared_from_this<c
   void on_read(std::uint64_t session, error_code ec, std::size_t n);
   error_code hand_out_replies(std::uint64_t session);
   void hand_out(reply r);
-  void complete(request& r, error_code ec, reply value, completion how, bool from_slot = false);
-  void abandon(const request_handle& handle, bool from_slot);
+  void complete(request& r, error_code ec, reply value, completion how);
+  void abandon(const request_handle& handle);
   void arm_deadline_timer();
   void check_deadlines();
   void lose(error_code why);
@@ -151,7 +144,7 @@ class connection_impl : public reply_sink, public std::enable_shared_from_this<c
   void after_failure(const lifecycle::action& a);
   void publish();
   void add_waiter(connection_state target, bool connect, handler_type0 handler);
-  void complete_waiter(std::list<waiter>::iterator it, error_code ec, bool from_slot = false);
+  void complete_waiter(std::list<waiter>::iterator it, error_code ec);
   void notify_connect(error_code ec);
 
   asio::any_io_executor executor_;

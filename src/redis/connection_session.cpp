@@ -201,24 +201,25 @@ void connection_impl::wait_for(connection_state target, handler_type0 handler) {
   add_waiter(target, false, std::move(handler));
 }
 
+// Terminal and partial cancellation end a wait (op_base's default).
 void connection_impl::add_waiter(connection_state target, bool connect, handler_type0 handler) {
-  auto slot = asio::get_associated_cancellation_slot(handler);
-  auto it = waiters_.insert(waiters_.end(), waiter{std::move(handler), slot, target, connect});
-  if (!slot.is_connected()) return;
-  waiter* id = &*it;
-  slot.assign([self = std::weak_ptr<connection_impl>(shared_from_this()), id](asio::cancellation_type t) {
-    auto impl = self.lock();
-    if (!impl || !cancels(t)) return;
-    for (auto i = impl->waiters_.begin(); i != impl->waiters_.end(); ++i)
-      if (&*i == id) return impl->complete_waiter(i, asio::error::operation_aborted, true);
-  });
+  auto it = waiters_.insert(waiters_.end(), waiter{dlock::detail::op_base<void(error_code)>(std::move(handler)),
+                                                   target, connect});
+  const waiter* id = &*it;
+  it->op.hook_cancellation(
+      executor_,
+      [self = std::weak_ptr<connection_impl>(shared_from_this()), id](asio::cancellation_type) {
+        auto impl = self.lock();
+        if (!impl) return;
+        for (auto i = impl->waiters_.begin(); i != impl->waiters_.end(); ++i)
+          if (&*i == id) return impl->complete_waiter(i, asio::error::operation_aborted);
+      },
+      dlock::detail::forwarding::dispatch);
 }
 
-void connection_impl::complete_waiter(std::list<waiter>::iterator it, error_code ec, bool from_slot) {
-  if (!from_slot && it->slot.is_connected()) it->slot.clear();
-  auto handler = std::move(it->handler);
+void connection_impl::complete_waiter(std::list<waiter>::iterator it, error_code ec) {
+  it->op.complete(dlock::detail::completion::post, executor_, ec);
   waiters_.erase(it);
-  post_completion(executor_, std::move(handler), ec);
 }
 
 // Makes the lifecycle's state the one users see; waiters for it complete.

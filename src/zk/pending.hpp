@@ -12,6 +12,8 @@
 // cancellation signal to be emitted from.
 #pragma once
 
+#include "detail/op_base.hpp"
+
 #include <dlock/zk/client.hpp>
 
 #include <boost/asio/associated_cancellation_slot.hpp>
@@ -40,8 +42,6 @@ class pending_base : public std::enable_shared_from_this<pending_base> {
   pending_base(const pending_base&) = delete;
   pending_base& operator=(const pending_base&) = delete;
 
-  /// Strand only: true once a result (or the abort) was recorded.
-  bool done() const noexcept { return done_; }
   const strand_type& strand() const noexcept { return strand_; }
 
   /// The C client's hold on this object, between a zoo_a* call and its completion.
@@ -55,27 +55,7 @@ class pending_base : public std::enable_shared_from_this<pending_base> {
   /// Strand only: called for a terminal or partial cancellation.
   virtual void on_cancel() = 0;
 
-  void connect_slot(asio::cancellation_slot slot) {
-    slot_ = slot;
-    if (slot_.is_connected()) slot_.template emplace<forwarder>(weak_from_this());
-  }
-
-  bool done_ = false;
-  asio::cancellation_slot slot_;
-
  private:
-  struct forwarder {
-    std::weak_ptr<pending_base> target;
-    void operator()(asio::cancellation_type_t type) const {
-      if ((type & (asio::cancellation_type::terminal | asio::cancellation_type::partial)) ==
-          asio::cancellation_type::none)
-        return;
-      if (auto t = target.lock()) {
-        auto& strand = t->strand_;
-        asio::post(strand, [t = std::move(t)] { t->on_cancel(); });
-      }
-    }
-  };
   strand_type strand_;
 };
 
@@ -120,16 +100,23 @@ class completion_batch {
 template <class... Args>
 class pending : public pending_base {
  public:
-  pending(strand_type strand, handler<Args...> h) : pending_base(std::move(strand)), handler_(std::move(h)) {}
+  pending(strand_type strand, handler<Args...> h) : pending_base(std::move(strand)), op_(std::move(h)) {}
 
-  /// Call once the object is owned by a shared_ptr.
-  void start_cancellation() { connect_slot(asio::get_associated_cancellation_slot(handler_)); }
+  /// Call once the object is owned by a shared_ptr: cancellation is forwarded
+  /// to the strand (posted) and calls on_cancel there.
+  void start_cancellation() {
+    op_.hook_cancellation(strand(), [weak = weak_from_this()](asio::cancellation_type) {
+      if (auto self = weak.lock()) static_cast<pending*>(self.get())->on_cancel();
+    });
+  }
+
+  /// Strand only: true once a result (or the abort) was recorded.
+  bool done() const noexcept { return op_.done(); }
 
   /// Strand only (or before the operation reached the strand, when nothing else
   /// can touch it). Records the result once and delivers it (see above).
   void complete(error_code ec, Args... args) {
-    if (done_) return;
-    done_ = true;
+    if (!op_.settle()) return;
     result_.emplace(ec, std::move(args)...);
     if (auto* batch = completion_batch::current()) return batch->add(shared_from_this());
     deliver(true);
@@ -138,7 +125,7 @@ class pending : public pending_base {
   void deliver(bool post) override {
     // Through the strand, then dispatched to the handler's executor (Asio's
     // usual completion path; any_completion_executor cannot be posted to directly).
-    auto ex = asio::get_associated_executor(handler_, strand());
+    auto ex = asio::get_associated_executor(op_.handler(), strand());
     auto self = std::static_pointer_cast<pending>(shared_from_this());
     auto invoke = asio::bind_executor(ex, [self = std::move(self)]() mutable { self->invoke(); });
     if (post) return asio::post(strand(), std::move(invoke));
@@ -151,14 +138,15 @@ class pending : public pending_base {
   void on_cancel() override { abort(); }
 
  private:
+  // On the handler's executor: the slot is released there, just before the handler runs.
   void invoke() {
-    if (slot_.is_connected()) slot_.clear();
+    auto handler = op_.take_handler();
     auto result = std::move(*result_);
     result_.reset();
-    std::apply([this](auto&&... values) { std::move(handler_)(std::move(values)...); }, std::move(result));
+    std::apply([&handler](auto&&... values) { std::move(handler)(std::move(values)...); }, std::move(result));
   }
 
-  handler<Args...> handler_;
+  dlock::detail::op_base<void(error_code, Args...)> op_;
   std::optional<std::tuple<error_code, Args...>> result_;
 };
 

@@ -46,7 +46,6 @@ void multiplexer::recycle(request_ptr r) {
   r->deadline = clock::time_point::max();
   r->internal = r->use_eval = r->owed = false;
   r->target.clear();
-  r->slot = {};
   ++r->generation;
   spare_.push_back(std::move(r));
 }

@@ -4,6 +4,8 @@
 // completes it through its completion_target.
 #pragma once
 
+#include "detail/op_base.hpp"
+
 #include <dlock/config.hpp>
 #include <dlock/redis/error.hpp>
 #include <dlock/redis/reply.hpp>
@@ -11,8 +13,6 @@
 
 #include <boost/asio/any_completion_handler.hpp>
 #include <boost/asio/any_io_executor.hpp>
-#include <boost/asio/associated_cancellation_slot.hpp>
-#include <boost/asio/cancellation_signal.hpp>
 
 #include <chrono>
 #include <cstdint>
@@ -41,12 +41,13 @@ class reply_sink {
 // directly (so it may issue its next command in the same read).
 enum class completion { post, dispatch };
 
-// Where a request's answer goes: a handler, or a sink with the index it gets
-// back. Taken once by complete().
+// Where a request's answer goes: a handler (an op_base: complete once, its
+// slot hooked and released), or a sink with the index it gets back. Taken
+// once by complete().
 class completion_target {
  public:
   void set(handler_type handler, bool in_place) {
-    handler_.emplace(std::move(handler));
+    op_.reset(std::move(handler));
     in_place_ = in_place;
   }
   void set(std::shared_ptr<reply_sink> sink, std::size_t index, bool in_place) {
@@ -54,13 +55,15 @@ class completion_target {
     index_ = index;
     in_place_ = in_place;
   }
-  // The handler's cancellation slot (a sink abandons through the connection).
-  asio::cancellation_slot slot() const {
-    return handler_ ? asio::get_associated_cancellation_slot(*handler_) : asio::cancellation_slot();
+  // A cancellation of the handler's slot runs `on_cancel` on `executor`, in
+  // place when emitted there (a sink abandons through the connection).
+  template <class OnCancel>
+  void hook_cancellation(const asio::any_io_executor& executor, OnCancel on_cancel) {
+    op_.hook_cancellation(executor, std::move(on_cancel), dlock::detail::forwarding::dispatch);
   }
   void complete(completion how, const asio::any_io_executor& fallback, error_code ec, reply value);
   void clear() noexcept {
-    handler_.reset();
+    op_.clear();
     sink_.reset();
     in_place_ = false;
   }
@@ -68,8 +71,7 @@ class completion_target {
  private:
   void complete_sink(completion how, error_code ec, reply value);
 
-  // An optional because any_completion_handler's assignment is broken in Asio 1.81.
-  std::optional<handler_type> handler_;
+  dlock::detail::op_base<void(error_code, reply)> op_;
   std::shared_ptr<reply_sink> sink_;
   std::size_t index_ = 0;
   // Run in place when its reply is read, not dispatched: a handler whose
@@ -92,7 +94,6 @@ struct request {
   bool owed = false;
   std::uint32_t generation = 0;  // bumped when reused: a late cancellation of its last use is ignored
   completion_target target;
-  asio::cancellation_slot slot;  // hooked at initiation, cleared at completion
 
   void answer_to(handler_type handler, bool in_place) {
     target.set(std::move(handler), in_place);

@@ -16,6 +16,9 @@
 namespace dlock::zk::detail {
 namespace {
 
+using dlock::detail::completion;
+using dlock::detail::forwarding;
+
 std::string default_identifier() {
   char host[256] = {};
   if (gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
@@ -61,7 +64,7 @@ void watch_session(const lock_core_ptr& core) {
 class participants_op : public std::enable_shared_from_this<participants_op> {
  public:
   using handler_type = asio::any_completion_handler<void(error_code, std::vector<std::string>)>;
-  participants_op(lock_core_ptr core, handler_type handler) : core_(std::move(core)), handler_(std::move(handler)) {}
+  participants_op(lock_core_ptr core, handler_type handler) : core_(std::move(core)), op_(std::move(handler)) {}
 
   void start() {
     core_->zk.get_children(core_->path, asio::bind_executor(core_->strand, [self = shared_from_this()](
@@ -106,11 +109,11 @@ class participants_op : public std::enable_shared_from_this<participants_op> {
     if (!ec)
       for (std::size_t i = 0; i < data_.size(); ++i)
         if (present_[i]) out.push_back(std::move(data_[i]));
-    dispatch_completion(*core_, std::move(handler_), ec, std::move(out));
+    op_.complete(completion::dispatch, core_->strand, ec, std::move(out));
   }
 
   lock_core_ptr core_;
-  handler_type handler_;
+  dlock::detail::op_base<void(error_code, std::vector<std::string>)> op_;
   std::vector<std::string> children_;
   std::vector<std::string> data_;
   std::vector<bool> present_;
@@ -210,18 +213,17 @@ void close_lock_core(const lock_core_ptr& core) noexcept {
 
 acquire_op_base::acquire_op_base(std::shared_ptr<lock_core> core,
                                  asio::any_completion_handler<void(error_code)> handler)
-    : core_(std::move(core)), handler_(std::move(handler)) {}
+    : core_(std::move(core)), op_(std::move(handler)) {}
 
 void acquire_op_base::hook_cancellation() {
-  slot_ = asio::get_associated_cancellation_slot(handler_);
-  if (!slot_.is_connected()) return;
   // Any cancellation type: a cancelled acquire deletes its node, so nothing
   // observable is left. Posted, so the cancel runs on the strand after begin().
-  slot_.assign([weak = weak_from_this()](asio::cancellation_type type) {
-    if (type == asio::cancellation_type::none) return;
-    if (auto self = weak.lock())
-      asio::post(self->core_->strand, [self] { self->cancel(asio::error::operation_aborted); });
-  });
+  op_.hook_cancellation(
+      core_->strand,
+      [weak = weak_from_this()](asio::cancellation_type) {
+        if (auto self = weak.lock()) self->cancel(asio::error::operation_aborted);
+      },
+      forwarding::post, asio::cancellation_type::all);
 }
 
 void acquire_op_base::begin(std::chrono::steady_clock::duration limit) {
@@ -234,22 +236,16 @@ void acquire_op_base::begin(std::chrono::steady_clock::duration limit) {
   run();
 }
 
-void acquire_op_base::refuse(error_code ec) {
-  completed_ = true;
-  if (slot_.is_connected()) slot_.clear();
-  post_completion(*core_, std::move(handler_), ec);
-}
+void acquire_op_base::refuse(error_code ec) { op_.complete(completion::post, core_->strand, ec); }
 
 void acquire_op_base::complete(error_code ec) {
-  if (completed_) return;
-  completed_ = true;
+  if (completed()) return;
   if (ec && core_->state == lock_core::hold::acquiring) {  // (or early: only a cleanup goes on)
     core_->state = lock_core::hold::idle;
     core_->own_path.clear();
   }
-  if (slot_.is_connected()) slot_.clear();
   if (deadline_) deadline_->cancel();
-  dispatch_completion(*core_, std::move(handler_), ec);
+  op_.complete(completion::dispatch, core_->strand, ec);
 }
 
 void start_acquire(const lock_core_ptr& core, acquire_mode mode, std::chrono::steady_clock::duration limit,
@@ -292,13 +288,13 @@ void start_release(const lock_core_ptr& core, asio::any_completion_handler<void(
         auto reason = core->loss.reason();
         auto node = core->take_own_node();
         if (node.path.empty() || core->zk.state() == session_state::closed)
-          return post_completion(*core, std::move(h), reason);
+          return dlock::detail::post_completion(core->strand, std::move(h), reason);
         return start_node_removal(core, std::move(node), reason, std::move(h));
       }
       case lock_core::hold::released:
-        return post_completion(*core, std::move(h), error_code{});
+        return dlock::detail::post_completion(core->strand, std::move(h), error_code{});
       default:
-        return post_completion(*core, std::move(h), make_error_code(dlock::error::not_held));
+        return dlock::detail::post_completion(core->strand, std::move(h), make_error_code(dlock::error::not_held));
     }
   });
 }
@@ -306,7 +302,7 @@ void start_release(const lock_core_ptr& core, asio::any_completion_handler<void(
 void start_participants(const lock_core_ptr& core,
                         asio::any_completion_handler<void(error_code, std::vector<std::string>)> handler) {
   asio::dispatch(core->strand, [core, h = std::move(handler)]() mutable {
-    if (core->path_error) return post_completion(*core, std::move(h), core->path_error, std::vector<std::string>{});
+    if (core->path_error) return dlock::detail::post_completion(core->strand, std::move(h), core->path_error, std::vector<std::string>{});
     std::make_shared<participants_op>(core, std::move(h))->start();
   });
 }

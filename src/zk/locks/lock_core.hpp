@@ -2,6 +2,8 @@
 // here runs on the client's strand.
 #pragma once
 
+#include "detail/op_base.hpp"
+
 #include <dlock/error.hpp>
 #include <dlock/lock_loss.hpp>
 #include <dlock/zk/client.hpp>
@@ -9,7 +11,6 @@
 
 #include "lock_recipe.hpp"
 
-#include <boost/asio/append.hpp>
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/dispatch.hpp>
@@ -27,9 +28,9 @@ namespace dlock::zk::detail {
 
 class lock_core;
 
-/// What every acquire shares: the caller's handler, its cancellation slot
-/// (hooked in the initiating call, so a cancel emitted before the operation
-/// reaches the strand is not missed) and the acquire_for deadline.
+/// What every acquire shares: the caller's handler and its cancellation slot
+/// (an op_base, hooked in the initiating call, so a cancel emitted before the
+/// operation reaches the strand is not missed) and the acquire_for deadline.
 class acquire_op_base : public std::enable_shared_from_this<acquire_op_base> {
  public:
   acquire_op_base(std::shared_ptr<lock_core> core, asio::any_completion_handler<void(error_code)> handler);
@@ -48,15 +49,13 @@ class acquire_op_base : public std::enable_shared_from_this<acquire_op_base> {
   virtual void run() = 0;
   /// Completes the caller's handler once (later calls are ignored).
   void complete(error_code ec);
-  bool completed() const noexcept { return completed_; }
+  bool completed() const noexcept { return op_.done(); }
 
   std::shared_ptr<lock_core> core_;
 
  private:
-  asio::any_completion_handler<void(error_code)> handler_;
-  asio::cancellation_slot slot_;
+  dlock::detail::op_base<void(error_code)> op_;
   std::optional<asio::steady_timer> deadline_;
-  bool completed_ = false;
 };
 
 /// A node we created, and what proves it is still ours: the session that
@@ -104,19 +103,6 @@ class lock_core : public std::enable_shared_from_this<lock_core> {
 
 /// What a ZooKeeper reply means to the recipe.
 step_result classify(const error_code& ec) noexcept;
-
-/// Completes `handler` later (never inside an initiating function), on its
-/// associated executor, falling back to the lock's strand.
-template <class Handler, class... Args>
-void post_completion(const lock_core& core, Handler handler, Args&&... args) {
-  asio::post(core.strand, asio::append(std::move(handler), std::forward<Args>(args)...));
-}
-
-/// Completes `handler` from a completion path: inline when already on its executor.
-template <class Handler, class... Args>
-void dispatch_completion(const lock_core& core, Handler handler, Args&&... args) {
-  asio::dispatch(core.strand, asio::append(std::move(handler), std::forward<Args>(args)...));
-}
 
 /// Deletes `node` if it is still ours (its session lives and, on a retry,
 /// its owner and czxid match), retried across connection loss while the

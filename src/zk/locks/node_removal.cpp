@@ -23,7 +23,7 @@ class removal_op : public std::enable_shared_from_this<removal_op> {
  public:
   removal_op(lock_core_ptr core, owned_node node, error_code report,
              asio::any_completion_handler<void(error_code)> handler)
-      : core_(std::move(core)), node_(std::move(node)), report_(report), handler_(std::move(handler)),
+      : core_(std::move(core)), node_(std::move(node)), report_(report), op_(std::move(handler)),
         timer_(core_->strand), retries_(core_->options.retry) {}
 
   void start() {
@@ -89,14 +89,13 @@ class removal_op : public std::enable_shared_from_this<removal_op> {
     }
   }
 
-  void complete(error_code ec) {
-    if (handler_) dispatch_completion(*core_, std::move(handler_), ec);
-  }
+  // Once: the retries that follow a connection loss report nothing more.
+  void complete(error_code ec) { op_.complete(dlock::detail::completion::dispatch, core_->strand, ec); }
 
   lock_core_ptr core_;
   owned_node node_;
   error_code report_;
-  asio::any_completion_handler<void(error_code)> handler_;
+  dlock::detail::op_base<void(error_code)> op_;  // no handler: a removal nobody waits for
   asio::steady_timer timer_;
   retry_counter retries_;
   bool verify_ = false;
