@@ -5,7 +5,7 @@
 //   redis_concurrent: 64 coroutines, 64 keys, one connection (raw: 64 in lockstep batches)
 #include "common.hpp"
 
-#include <dlock/redis/detail/token.hpp>
+#include "redis/token.hpp"
 #include <dlock/redis/lock.hpp>
 
 #include <boost/asio/as_tuple.hpp>

@@ -9,7 +9,7 @@
 #include "common.hpp"
 
 #include <dlock/redis/connection.hpp>
-#include <dlock/redis/detail/token.hpp>
+#include "redis/token.hpp"
 #include <dlock/redis/redlock.hpp>
 
 #include <boost/asio/as_tuple.hpp>

@@ -8,7 +8,7 @@
 
 #include <dlock/error.hpp>
 #include <dlock/log.hpp>
-#include <dlock/redis/detail/token.hpp>
+#include "redis/token.hpp"
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ssl/context.hpp>

@@ -1,7 +1,7 @@
 #include "redlock_fanout.hpp"
 
 #include <dlock/log.hpp>
-#include <dlock/redis/detail/token.hpp>
+#include "redis/token.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/bind_executor.hpp>
@@ -26,10 +26,8 @@ redlock_impl::redlock_impl(asio::any_io_executor ex, std::vector<std::shared_ptr
       masters(std::move(m)),
       key(std::move(k)),
       options(o),
-      loss(executor),
+      hold(executor, drift_rule{o.drift_factor, milliseconds(2)}),  // as hold_drift()
       deadline_timer_(executor),
-      validity_timer_(executor),
-      extender_(executor, loss),
       random_(jitter_seed()) {
   names.reserve(masters.size());
   awaiting_reconnection.assign(masters.size(), false);
@@ -40,73 +38,16 @@ redlock_impl::redlock_impl(asio::any_io_executor ex, std::vector<std::shared_ptr
   }
 }
 
-milliseconds redlock_impl::validity(redlock_clock::time_point now) const noexcept {
-  if (state != hold_state::held) return milliseconds::zero();
-  return std::max(milliseconds::zero(),
-                  redlock_validity(held_ttl, options.drift_factor, held_start, now));
-}
-
-void redlock_impl::begin_hold(redlock_clock::time_point start, milliseconds ttl) {
-  state = hold_state::held;
-  ++hold_id;
-  held_start = start;
-  held_ttl = ttl;
-  loss.arm();
-  arm_validity_timer();
-  if (options.auto_extend) start_auto_extend();
-}
-
-void redlock_impl::renew_hold(redlock_clock::time_point start, milliseconds ttl) {
-  held_start = start;
-  held_ttl = ttl;
-  arm_validity_timer();
-}
-
-void redlock_impl::lose(error_code why) {
-  if (state != hold_state::held) return;
-  state = hold_state::lost;
-  ++hold_id;
-  extender_.stop([](error_code) {});
-  if (dlock::detail::log_enabled(log_level::warning))
-    dlock::detail::log(log_level::warning, "redlock " + key + ": lost (" + why.message() + "); " + last_outcomes);
-  loss.fire(why);
-  release_in_background();
-}
-
-void redlock_impl::end_hold() {
-  state = hold_state::idle;
-  ++hold_id;
-  loss.disarm();
-}
-
-void redlock_impl::end_hold(asio::any_completion_handler<void(error_code)> then) {
-  end_hold();
-  extender_.stop(std::move(then));
-}
-
-// The holder is told the moment the validity it was given runs out, whether
-// or not anyone extends it: past that point another client may hold the lock.
-// One timer, re-armed lazily: it wakes at the earliest end it was set for
-// and checks the hold it finds then, so back-to-back holds (and releases)
-// cost no timer update each.
-void redlock_impl::arm_validity_timer() {
-  auto end = valid_until();
-  if (validity_timer_at_ != redlock_clock::time_point{} && validity_timer_at_ <= end) return;
-  validity_timer_at_ = end;
-  validity_timer_.expires_at(end);
-  std::weak_ptr<redlock_impl> weak = weak_from_this();
-  validity_timer_.async_wait([weak](error_code ec) {
+void redlock_impl::attach_hold() {
+  hold.attach(weak_from_this());
+  hold.on_lost([weak = weak_from_this()](error_code why) {
     auto self = weak.lock();
-    if (ec || !self) return;  // gone, or re-armed for an earlier end
-    self->validity_timer_at_ = redlock_clock::time_point{};
-    if (self->state != hold_state::held) return;
-    if (redlock_clock::now() < self->valid_until()) return self->arm_validity_timer();  // a later hold, or extended
-    self->lose(make_error_code(dlock::error::lost));
+    if (!self) return;
+    if (dlock::detail::log_enabled(log_level::warning))
+      dlock::detail::log(log_level::warning,
+                         "redlock " + self->key + ": lost (" + why.message() + "); " + self->last_outcomes);
+    self->release_in_background();
   });
-}
-
-redlock_clock::time_point redlock_impl::valid_until() const noexcept {
-  return held_start + held_ttl - redlock_drift(held_ttl, options.drift_factor);
 }
 
 namespace {
@@ -120,26 +61,28 @@ auto async_extend(std::shared_ptr<redlock_impl> owner, milliseconds ttl, Token&&
       token, std::move(owner), ttl);
 }
 
-// One step of the shared auto-extension driver: a Redlock extend round.
-asio::awaitable<extend_outcome> auto_extend_step(std::weak_ptr<redlock_impl> weak) {
+// One step of the hold's auto-extension: a Redlock extend round.
+asio::awaitable<error_code> auto_extend_step(std::weak_ptr<redlock_impl> weak) {
   auto self = weak.lock();
-  if (!self) co_return extend_outcome{make_error_code(dlock::error::not_held), {}};
+  if (!self) co_return make_error_code(dlock::error::not_held);
   auto ttl = self->options.ttl;
   auto [ec] = co_await async_extend(self, ttl, asio::as_tuple(asio::use_awaitable));
-  extend_outcome outcome{ec, {}};
-  if (!ec) outcome.valid_until = self->valid_until();
-  co_return outcome;
+  co_return ec;
 }
 
 }  // namespace
 
-void redlock_impl::start_auto_extend() {
+void redlock_impl::begin_hold(std::string token, redlock_clock::time_point start) {
+  hold.begin(std::move(token), start, options.ttl);
+  if (!options.auto_extend) return;
   auto_extend_settings settings{options.ttl, options.extend_fraction, options.max_hold};
   std::weak_ptr<redlock_impl> weak = weak_from_this();
-  extender_.start(settings, held_start, valid_until(), [weak] { return auto_extend_step(weak); });
+  hold.extend_automatically(settings, [weak] { return auto_extend_step(weak); });
 }
 
-void redlock_impl::release_in_background() { std::make_shared<release_fanout>(shared_from_this(), token)->start(); }
+void redlock_impl::release_in_background() {
+  std::make_shared<release_fanout>(shared_from_this(), hold.token())->start();
+}
 
 void redlock_impl::release_in_background(const std::string& t) {
   std::make_shared<release_fanout>(shared_from_this(), t)->start();
@@ -157,8 +100,7 @@ void redlock_impl::note_unsettled(std::size_t master, std::string attempt_token,
   // only pile more commands on a master that does not answer. One whose
   // connection was down gets it once the connection is back, which may be
   // already: decided by the error, not by the state seen now.
-  bool connection_was_down = why == redis::error::not_connected || why == redis::error::connection_lost;
-  if (!connection_was_down || awaiting_reconnection[master]) return;
+  if (why != dlock::condition::connection_lost || awaiting_reconnection[master]) return;
   awaiting_reconnection[master] = true;
   std::weak_ptr<redlock_impl> weak = weak_from_this();
   auto on_reconnected = [weak, master](error_code ec) {

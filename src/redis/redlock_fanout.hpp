@@ -3,13 +3,13 @@
 #pragma once
 
 #include <dlock/redis/connection.hpp>
-#include <dlock/redis/detail/auto_extend.hpp>
-#include <dlock/redis/detail/redlock_round.hpp>
+#include "redis/engine/hold.hpp"
+#include "redis/engine/round.hpp"
 #include <dlock/redis/redlock.hpp>
 
 #include "connection_impl.hpp"
 #include "detail/completion.hpp"
-#include "lock_scripts.hpp"
+#include "redis/engine/scripts.hpp"
 
 #include <boost/asio/steady_timer.hpp>
 #include <boost/container/small_vector.hpp>
@@ -19,13 +19,13 @@
 #include <functional>
 #include <list>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
 namespace dlock::redis::detail {
 
-enum class hold_state : std::uint8_t { idle, acquiring, held, lost };
 class fanout;
 
 /// The shared state of one `redlock`; lives on its executor.
@@ -41,10 +41,10 @@ class redlock_impl : public std::enable_shared_from_this<redlock_impl> {
   std::vector<std::string> names;  // "host:port", for logs
   std::string key;
   redlock_options options;
-  std::string token;
-  lock_loss loss;
+  /// The token, validity, loss signal and auto-extension of the current hold.
+  detail::hold hold;
 
-  std::atomic<hold_state> state{hold_state::idle};  // atomic: held() reads it from any thread
+  bool acquiring = false;  // an acquire has not completed yet
   bool releasing = false;  // a release() has not completed yet
   // The last hold was released (or lost and released): a second release() is
   // a no-op that succeeds. Cleared when an acquire starts.
@@ -60,25 +60,16 @@ class redlock_impl : public std::enable_shared_from_this<redlock_impl> {
       if (master->state() != connection_state::closed) return false;
     return !masters.empty();
   }
-  std::weak_ptr<void> acquire_op;  // the acquire in progress: ~redlock ends it
-  std::uint64_t hold_id = 0;     // bumped by every acquisition and release
-  redlock_clock::time_point held_start{};   // when the last SET or extend was sent
-  std::chrono::milliseconds held_ttl{0};
+  std::weak_ptr<void> acquire_in_progress;  // ~redlock ends it (cancel_acquire)
   std::string last_outcomes;
 
-  std::chrono::milliseconds validity(redlock_clock::time_point now) const noexcept;
-  /// When the current hold's validity ends.
-  redlock_clock::time_point valid_until() const noexcept;
-  /// A round (acquire) succeeded: the lock is held from `start` for `ttl`.
-  void begin_hold(redlock_clock::time_point start, std::chrono::milliseconds ttl);
-  /// An extension succeeded.
-  void renew_hold(redlock_clock::time_point start, std::chrono::milliseconds ttl);
-  /// The hold is lost: tell the holder, release the keys in the background.
-  void lose(error_code why);
-  /// The hold ends by `unlock()`; `then` runs once no extension is in flight.
-  void end_hold(asio::any_completion_handler<void(error_code)> then);
-  /// The same without auto-extension: nothing to wait for.
-  void end_hold();
+  /// The drift allowance of every round and hold: ttl * drift_factor + 2 ms.
+  drift_rule hold_drift() const noexcept { return {options.drift_factor, std::chrono::milliseconds(2)}; }
+  /// After construction, with the impl in a shared_ptr: a lost hold (told by
+  /// the hold) releases its keys in the background.
+  void attach_hold();
+  /// A round (acquire) won with `token`, whose SETs were sent at `start`.
+  void begin_hold(std::string token, redlock_clock::time_point start);
   /// Compare-and-delete of the held token on every master, on handlers that
   /// ignore any caller's cancellation.
   void release_in_background();
@@ -131,12 +122,6 @@ class redlock_impl : public std::enable_shared_from_this<redlock_impl> {
   deadline_list spare_deadlines_;  // nodes kept for reuse (spliced, not allocated)
   asio::steady_timer deadline_timer_;
   bool deadline_timer_armed_ = false;
-  void arm_validity_timer();
-  void start_auto_extend();
-
-  asio::steady_timer validity_timer_;
-  redlock_clock::time_point validity_timer_at_{};  // its pending expiry; zero when idle
-  auto_extender extender_;  // the shared driver (also used by redis::lock)
   std::minstd_rand random_;
 };
 
@@ -215,6 +200,12 @@ class release_fanout final : public fanout {
   bool cleanup_ = false;  // a background release: counted in cleanups_in_flight
   std::size_t released_ = 0, not_ours_ = 0, broken_ = 0, asked_ = 0, resent_ = 0;
 };
+
+/// acquire(), try_acquire(), acquire_for() (redlock_acquire.cpp); from any thread.
+void start_acquire(std::shared_ptr<redlock_impl> owner, asio::any_completion_handler<void(error_code)> handler,
+                   bool retry, std::optional<std::chrono::milliseconds> wait, bool in_place);
+/// Ends the acquire in progress, if any, with operation_aborted (on the executor).
+void cancel_acquire(redlock_impl& owner);
 
 /// Compare-and-PEXPIRE to `ttl` on every master, deciding at the majority.
 /// Success renews the hold; failure loses it (`dlock::error::lost`).

@@ -1,4 +1,4 @@
-#include <dlock/redis/detail/token.hpp>
+#include "redis/token.hpp"
 
 #include "detail/random.hpp"
 

@@ -1,11 +1,11 @@
 // The Redis side's I/O-free pieces: the pipelining queue, command encoding,
-// SHA1 for EVALSHA, validity arithmetic, jitter, reply interpretation.
+// SHA1 for EVALSHA, command checks, reply interpretation.
 #include <dlock/error.hpp>
 #include <dlock/redis/command.hpp>
 #include "redis/command_check.hpp"
-#include <dlock/redis/detail/lock_logic.hpp>
 #include "redis/conn/request_queue.hpp"
-#include <dlock/redis/detail/token.hpp>
+#include "redis/engine/replies.hpp"
+#include "redis/token.hpp"
 #include <dlock/redis/script.hpp>
 
 #include <boost/test/unit_test.hpp>
@@ -96,18 +96,6 @@ BOOST_AUTO_TEST_CASE(sha1_matches_known_digests) {
   BOOST_CHECK_EQUAL(s.sha1(), "e0e1f9fabfc9d4800c877a703b823ac0578ff8db");  // redis-cli SCRIPT LOAD "return 1"
 }
 
-BOOST_AUTO_TEST_CASE(validity_is_ttl_minus_elapsed_minus_drift) {
-  using redis::detail::steady_time;
-  auto drift = redis::detail::drift(10000ms, 0.01, 2ms);
-  BOOST_CHECK(drift == 102ms);
-  steady_time sent{};
-  auto until = redis::detail::valid_until(sent, 10000ms, drift);
-  BOOST_CHECK(until == sent + 9898ms);
-  BOOST_CHECK(redis::detail::remaining(until, sent + 898ms) == 9000ms);
-  BOOST_CHECK(redis::detail::remaining(until, sent + 9898ms) == 0ms);
-  BOOST_CHECK(redis::detail::remaining(until, sent + 20000ms) == 0ms);  // never negative
-}
-
 // F12c: a command failed by a broken byte stream may have run on the server.
 BOOST_AUTO_TEST_CASE(set_outcome_is_unknown_after_any_failure_that_may_follow_the_write) {
   using dlock::redis::detail::set_outcome_unknown;
@@ -122,18 +110,6 @@ BOOST_AUTO_TEST_CASE(set_outcome_is_unknown_after_any_failure_that_may_follow_th
                                make_error_code(dlock::redis::error::server_error),
                                make_error_code(dlock::error::invalid_argument)})
     BOOST_TEST(!set_outcome_unknown(ec), ec.message());
-}
-
-BOOST_AUTO_TEST_CASE(retry_delay_stays_within_jitter_and_varies) {
-  std::minstd_rand random(7);
-  std::set<long long> seen;
-  for (int i = 0; i < 200; ++i) {
-    auto d = redis::detail::retry_delay(100ms, 50ms, random);
-    BOOST_CHECK(d >= 50ms && d <= 150ms);
-    seen.insert(d.count());
-  }
-  BOOST_CHECK_GT(seen.size(), 20u);
-  BOOST_CHECK(redis::detail::retry_delay(1ms, 5ms, random) >= 0ms);
 }
 
 BOOST_AUTO_TEST_CASE(bad_key_or_ttl_is_invalid_argument) {

@@ -1,11 +1,11 @@
-// One Redlock attempt as an I/O-free state machine, and the retry policy
-// between attempts. The Asio shell (src/redis/redlock.cpp) sends the
-// commands, feeds the answers in here and does what the answers say.
+// One Redlock attempt as an I/O-free state machine. The Asio shell
+// (src/redis/redlock.cpp) sends the commands, feeds the answers in here and
+// does what the answers say; retry_schedule.hpp decides when to try again.
 //
 // An attempt ("round") asks every master at once to take (or extend) the key.
-// It is won when a majority, N/2 + 1, said yes while time is left:
-//   validity = ttl - (now - start) - drift,  drift = ttl * drift_factor + 2 ms
-// with `start` read before the first command was sent. It is lost as soon as
+// It is won when a majority, N/2 + 1, said yes while time is left: the
+// validity of timing.hpp, counted from `start`, read before the first
+// command was sent. It is lost as soon as
 // so many masters said no, failed or timed out that a majority is out of
 // reach, or when the validity is gone. Either way the decision is taken the
 // moment it is known; answers that come later are still recorded, and a
@@ -14,6 +14,8 @@
 
 #include <dlock/config.hpp>
 #include <dlock/redis/detail/redlock_options.hpp>
+
+#include "redis/engine/timing.hpp"
 
 #include <chrono>
 #include <cstddef>
@@ -40,17 +42,9 @@ const char* to_string(master_outcome outcome) noexcept;
 
 enum class round_state : unsigned char { pending, acquired, failed };
 
-/// drift = ttl * drift_factor + 2 ms (node-redlock's and redis++'s rule).
-std::chrono::milliseconds redlock_drift(std::chrono::milliseconds ttl, double drift_factor) noexcept;
-
-/// Time left on a lock whose TTL was set by commands sent at `start`.
-std::chrono::milliseconds redlock_validity(std::chrono::milliseconds ttl, double drift_factor,
-                                           redlock_clock::time_point start,
-                                           redlock_clock::time_point now) noexcept;
-
 class redlock_round {
  public:
-  redlock_round(std::size_t masters, std::chrono::milliseconds ttl, double drift_factor,
+  redlock_round(std::size_t masters, std::chrono::milliseconds ttl, drift_rule drift,
                 redlock_clock::time_point start);
 
   /// Records master `index`'s answer, received at `now`. Returns the state
@@ -68,7 +62,8 @@ class redlock_round {
   bool all_answered() const noexcept { return count(master_outcome::pending) == 0; }
 
   redlock_clock::time_point start() const noexcept { return start_; }
-  std::chrono::milliseconds drift() const noexcept { return drift_; }
+  /// The drift allowance, rounded up to whole milliseconds.
+  std::chrono::milliseconds drift() const noexcept;
   /// ttl - (now - start) - drift; zero or negative once expired.
   std::chrono::milliseconds validity(redlock_clock::time_point now) const noexcept;
   /// Validity at the moment of the decision (for logs and the caller).
@@ -98,30 +93,12 @@ class redlock_round {
   boost::container::small_vector<master_outcome, 7> outcomes_;
   boost::container::small_vector<bool, 7> late_;
   std::chrono::milliseconds ttl_;
-  std::chrono::milliseconds drift_;
+  drift_rule drift_;
   redlock_clock::time_point start_;
+  redlock_clock::time_point valid_until_;
   std::chrono::milliseconds validity_at_decision_{0};
   round_state state_ = round_state::pending;
   error_code failure_;
-};
-
-/// When to try again after a failed attempt, and when to give up.
-class redlock_retry {
- public:
-  redlock_retry(const redlock_options& options, redlock_clock::time_point start) noexcept;
-
-  /// After a failed attempt, at `now`: the pause before the next attempt, or
-  /// nothing when the retries or the wait limit ran out. `random` is uniform
-  /// in [0, 1) and picks the jitter.
-  std::optional<std::chrono::milliseconds> next(redlock_clock::time_point now, double random) noexcept;
-  int attempts() const noexcept { return attempts_; }
-
- private:
-  int retry_count_;
-  std::chrono::milliseconds delay_;
-  std::chrono::milliseconds jitter_;
-  std::optional<redlock_clock::time_point> deadline_;
-  int attempts_ = 1;  // the first attempt has been made when next() is asked
 };
 
 }  // namespace dlock::redis::detail

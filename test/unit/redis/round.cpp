@@ -1,6 +1,6 @@
-// The Redlock round and retry policy, without any server.
+// The Redlock round, without any server.
 #include <dlock/error.hpp>
-#include <dlock/redis/detail/redlock_round.hpp>
+#include "redis/engine/round.hpp"
 
 #include <boost/test/unit_test.hpp>
 
@@ -11,7 +11,6 @@ using dlock::redis::redlock_options;
 using dlock::redis::detail::master_outcome;
 using dlock::redis::detail::redlock_clock;
 using dlock::redis::detail::redlock_invalid_reason;
-using dlock::redis::detail::redlock_retry;
 using dlock::redis::detail::redlock_round;
 using dlock::redis::detail::round_state;
 
@@ -20,7 +19,7 @@ namespace {
 const redlock_clock::time_point t0{std::chrono::seconds(1000)};
 
 redlock_round make_round(std::size_t masters, std::chrono::milliseconds ttl = 10'000ms) {
-  return redlock_round(masters, ttl, 0.01, t0);
+  return redlock_round(masters, ttl, dlock::redis::detail::drift_rule{0.01, 2ms}, t0);
 }
 
 }  // namespace
@@ -34,7 +33,7 @@ BOOST_AUTO_TEST_CASE(drift_and_validity_follow_the_formula) {
   BOOST_TEST(round.validity(t0 + 30ms).count() == 10'000 - 30 - 102);
   // Elapsed time is rounded up, so validity is never overstated.
   BOOST_TEST(round.validity(t0 + 30ms + 1us).count() == 10'000 - 31 - 102);
-  BOOST_TEST(dlock::redis::detail::redlock_drift(1000ms, 0.0).count() == 2);
+  BOOST_TEST(redlock_round(1, 1000ms, {0.0, 2ms}, t0).drift().count() == 2);
 }
 
 BOOST_AUTO_TEST_CASE(majority_decides_without_waiting_for_the_rest) {
@@ -198,39 +197,6 @@ BOOST_AUTO_TEST_CASE(options_are_validated) {
   bad.extend_fraction = 1.0;
   BOOST_TEST(!redlock_invalid_reason(bad, 5, "k").empty());
   BOOST_TEST(redlock_invalid_reason(good, 4, "k").empty());  // even N is allowed
-}
-
-BOOST_AUTO_TEST_CASE(retry_counts_attempts_and_adds_jitter) {
-  redlock_options options;  // 10 retries, 200 ms +/- 100 ms
-  redlock_retry retry(options, t0);
-  BOOST_TEST(retry.next(t0, 0.0)->count() == 100);
-  BOOST_TEST(retry.next(t0, 0.5)->count() == 200);
-  BOOST_TEST(retry.next(t0, 0.9999)->count() == 300);
-  for (int i = 0; i < 7; ++i) BOOST_TEST(retry.next(t0, 0.5).has_value());
-  BOOST_TEST(retry.attempts() == 11);
-  BOOST_TEST(!retry.next(t0, 0.5).has_value());  // 1 + 10 retries made
-}
-
-BOOST_AUTO_TEST_CASE(retry_stops_at_the_wait_limit) {
-  redlock_options options;
-  options.retry_count = -1;
-  options.wait_limit = 1000ms;
-  options.retry_jitter = 0ms;
-  redlock_retry retry(options, t0);
-  BOOST_TEST(retry.next(t0 + 700ms, 0.5).has_value());
-  BOOST_TEST(!retry.next(t0 + 800ms, 0.5).has_value());  // 800 + 200 reaches the limit
-}
-
-BOOST_AUTO_TEST_CASE(no_retries_means_one_attempt) {
-  redlock_options options;
-  options.retry_count = 0;
-  redlock_retry retry(options, t0);
-  BOOST_TEST(!retry.next(t0, 0.5).has_value());
-  options.retry_count = 1;
-  options.retry_delay = 10ms;
-  options.retry_jitter = 50ms;
-  redlock_retry clamped(options, t0);
-  BOOST_TEST(clamped.next(t0, 0.0)->count() == 0);  // a negative pause is clamped to zero
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -1,4 +1,4 @@
-#include "lock_scripts.hpp"
+#include "redis/engine/scripts.hpp"
 
 namespace dlock::redis::detail {
 

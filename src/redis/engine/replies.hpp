@@ -1,4 +1,4 @@
-// The single-instance lock's arithmetic and reply interpretation, I/O-free.
+// What the Redis locks' commands answer, and bad input, I/O-free.
 #pragma once
 
 #include <dlock/error.hpp>
@@ -7,40 +7,12 @@
 
 #include <boost/asio/error.hpp>
 
-#include <algorithm>
 #include <chrono>
-#include <random>
 #include <string_view>
 
 namespace dlock::redis::detail {
 
 using std::chrono::milliseconds;
-using steady_time = std::chrono::steady_clock::time_point;
-
-/// Clock drift allowance: ttl * factor + extra (redis.io, redis++: 1% + 2 ms).
-inline std::chrono::microseconds drift(milliseconds ttl, double factor, milliseconds extra) {
-  return std::chrono::microseconds(static_cast<std::int64_t>(static_cast<double>(ttl.count()) * 1000.0 * factor)) +
-         extra;
-}
-
-/// End of validity for a SET / PEXPIRE sent at `sent`: the server's expiry
-/// is at least `sent + ttl`, minus drift for the clocks.
-inline steady_time valid_until(steady_time sent, milliseconds ttl, std::chrono::microseconds drift) {
-  return sent + ttl - drift;
-}
-
-/// Time left (never negative), in whole milliseconds rounded down.
-inline milliseconds remaining(steady_time valid_until, steady_time now) {
-  if (now >= valid_until) return milliseconds(0);
-  return std::chrono::duration_cast<milliseconds>(valid_until - now);
-}
-
-/// Delay before the next acquire attempt: `base` +- `jitter`, uniform, >= 0.
-template <class Random>
-milliseconds retry_delay(milliseconds base, milliseconds jitter, Random& random) {
-  std::uniform_int_distribution<std::int64_t> spread(-jitter.count(), jitter.count());
-  return milliseconds(std::max<std::int64_t>(0, base.count() + spread(random)));
-}
 
 /// Bad input is refused before anything is sent.
 inline error_code validate(std::string_view key, milliseconds ttl) {

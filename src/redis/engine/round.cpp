@@ -1,9 +1,8 @@
-#include <dlock/redis/detail/redlock_round.hpp>
+#include "redis/engine/round.hpp"
 
 #include <dlock/error.hpp>
 
 #include <algorithm>
-#include <cmath>
 
 namespace dlock::redis::detail {
 
@@ -63,24 +62,18 @@ const char* to_string(master_outcome outcome) noexcept {
   return "?";
 }
 
-milliseconds redlock_drift(milliseconds ttl, double drift_factor) noexcept {
-  return milliseconds(std::llround(static_cast<double>(ttl.count()) * drift_factor)) + milliseconds(2);
-}
-
-milliseconds redlock_validity(milliseconds ttl, double drift_factor, redlock_clock::time_point start,
-                              redlock_clock::time_point now) noexcept {
-  // Round the elapsed time up: the validity must never be overstated.
-  auto elapsed = std::chrono::ceil<milliseconds>(now - start);
-  return ttl - elapsed - redlock_drift(ttl, drift_factor);
-}
-
-redlock_round::redlock_round(std::size_t masters, milliseconds ttl, double drift_factor,
+redlock_round::redlock_round(std::size_t masters, milliseconds ttl, drift_rule drift,
                              redlock_clock::time_point start)
     : outcomes_(masters, master_outcome::pending),
       late_(masters, false),
       ttl_(ttl),
-      drift_(redlock_drift(ttl, drift_factor)),
-      start_(start) {}
+      drift_(drift),
+      start_(start),
+      valid_until_(detail::valid_until(start, ttl, drift)) {}
+
+milliseconds redlock_round::drift() const noexcept {
+  return std::chrono::ceil<milliseconds>(detail::drift(ttl_, drift_));
+}
 
 std::size_t redlock_round::count(master_outcome outcome) const noexcept {
   return static_cast<std::size_t>(std::count(outcomes_.begin(), outcomes_.end(), outcome));
@@ -91,8 +84,7 @@ std::size_t redlock_round::ours() const noexcept {
 }
 
 milliseconds redlock_round::validity(redlock_clock::time_point now) const noexcept {
-  auto elapsed = std::chrono::ceil<milliseconds>(now - start_);
-  return ttl_ - elapsed - drift_;
+  return validity_left(valid_until_, now);
 }
 
 round_state redlock_round::record(std::size_t index, master_outcome outcome,
@@ -157,22 +149,6 @@ std::string redlock_round::describe() const {
     text += to_string(outcome);
   }
   return text;
-}
-
-redlock_retry::redlock_retry(const redlock_options& options, redlock_clock::time_point start) noexcept
-    : retry_count_(options.retry_count), delay_(options.retry_delay), jitter_(options.retry_jitter) {
-  if (options.wait_limit > milliseconds::zero()) deadline_ = start + options.wait_limit;
-}
-
-std::optional<milliseconds> redlock_retry::next(redlock_clock::time_point now, double random) noexcept {
-  if (retry_count_ >= 0 && attempts_ > retry_count_) return std::nullopt;
-  random = std::clamp(random, 0.0, 1.0);
-  auto offset = std::llround((2.0 * random - 1.0) * static_cast<double>(jitter_.count()));
-  auto pause = std::max(milliseconds::zero(), delay_ + milliseconds(offset));
-  // An attempt that would start after the wait limit could not finish within it.
-  if (deadline_ && now + pause >= *deadline_) return std::nullopt;
-  ++attempts_;
-  return pause;
 }
 
 }  // namespace dlock::redis::detail

@@ -1,11 +1,10 @@
-// Auto-extension of a held Redis lock (single instance or Redlock): extend
-// at a fraction of the TTL, optionally up to a cap on the total hold, and
-// fire the lock's `lock_loss` when an extension fails or the validity runs
-// out before one succeeds.
+// Auto-extension of a held Redis lock (one master or many): extend every
+// ttl * fraction, optionally up to a cap on the total hold, and report the
+// first extension that fails. The hold (hold.hpp) owns one and watches the
+// validity itself: an extension that comes too late is a loss there.
 #pragma once
 
 #include <dlock/config.hpp>
-#include <dlock/lock_loss.hpp>
 
 #include <boost/asio/any_completion_handler.hpp>
 #include <boost/asio/async_result.hpp>
@@ -19,13 +18,6 @@ namespace dlock::redis::detail {
 
 using steady_clock = std::chrono::steady_clock;
 
-/// What one extension reports: `ec` empty and the new end of validity, or
-/// the failure (dlock::error::not_owned, a backend error, ...).
-struct extend_outcome {
-  error_code ec;
-  steady_clock::time_point valid_until{};
-};
-
 struct auto_extend_settings {
   std::chrono::milliseconds ttl{0};  ///< the TTL each extension sets
   double fraction = 1.0 / 3;         ///< extend every ttl * fraction (Redisson: 1/3)
@@ -36,18 +28,19 @@ struct auto_extend_settings {
 /// time: start() after acquisition, stop() before release.
 class auto_extender {
  public:
-  /// One extension: sends it and reports; must not throw.
-  using step_function = std::function<asio::awaitable<extend_outcome>()>;
+  /// One extension: sends it, renews the hold on success, reports; must not throw.
+  using step_function = std::function<asio::awaitable<error_code>()>;
+  /// Told the error of the first extension that failed (not after stop()).
+  using failure_function = std::function<void(error_code)>;
 
-  auto_extender(asio::any_io_executor executor, lock_loss& loss);
-  ~auto_extender();  ///< stops without waiting; never fires the loss afterwards
+  explicit auto_extender(asio::any_io_executor executor);
+  ~auto_extender();  ///< stops without waiting; reports nothing afterwards
   auto_extender(const auto_extender&) = delete;
   auto_extender& operator=(const auto_extender&) = delete;
 
-  /// Begins extending a hold acquired at `acquired` and valid until `valid_until`.
-  /// A previous run must have been stopped.
-  void start(auto_extend_settings settings, steady_clock::time_point acquired,
-             steady_clock::time_point valid_until, step_function step);
+  /// Begins extending a hold acquired at `acquired`. A previous run must have been stopped.
+  void start(auto_extend_settings settings, steady_clock::time_point acquired, step_function step,
+             failure_function failed);
 
   /// Ends the current run: no extension is sent after this; completes once an
   /// extension in flight has finished (at once if none). `void(error_code)`,
@@ -60,8 +53,6 @@ class auto_extender {
   }
 
   bool running() const noexcept;
-  /// The end of validity after the last successful extension (or start).
-  steady_clock::time_point valid_until() const noexcept;
   /// Successful extensions in the current run.
   std::uint64_t extensions() const noexcept;
 
@@ -71,7 +62,6 @@ class auto_extender {
   void start_stop(asio::any_completion_handler<void(error_code)> handler);
 
   asio::any_io_executor executor_;
-  lock_loss& loss_;
   std::shared_ptr<state> state_;
 };
 

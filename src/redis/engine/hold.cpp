@@ -1,0 +1,73 @@
+#include "redis/engine/hold.hpp"
+
+namespace dlock::redis::detail {
+
+hold::hold(asio::any_io_executor executor, drift_rule drift)
+    : drift_(drift), loss_(executor), extender_(executor), validity_timer_(executor) {}
+
+void hold::begin(std::string token, steady_time sent, std::chrono::milliseconds ttl) {
+  token_ = std::move(token);
+  phase_ = phase::held;
+  ++id_;
+  acquired_ = sent;
+  valid_until_ = detail::valid_until(sent, ttl, drift_);
+  loss_.arm();
+  watch_validity();
+}
+
+void hold::extend_automatically(auto_extend_settings settings, auto_extender::step_function step) {
+  // The extender forgets `failed` when it is destroyed, with this hold.
+  extender_.start(settings, acquired_, std::move(step), [this](error_code ec) { lose(ec); });
+}
+
+void hold::renew(steady_time sent, std::chrono::milliseconds ttl) {
+  valid_until_ = detail::valid_until(sent, ttl, drift_);
+  watch_validity();
+}
+
+void hold::lose(error_code why) {
+  if (phase_ != phase::held) return;
+  phase_ = phase::lost;
+  ++id_;
+  extender_.stop([](error_code) {});
+  loss_.fire(why);
+  if (on_lost_) on_lost_(why);
+}
+
+void hold::end() {
+  phase_ = phase::idle;
+  ++id_;
+  loss_.disarm();
+  extender_.stop([](error_code) {});
+}
+
+void hold::end(asio::any_completion_handler<void(error_code)> then) {
+  phase_ = phase::idle;
+  ++id_;
+  loss_.disarm();
+  extender_.stop(std::move(then));
+}
+
+std::chrono::milliseconds hold::validity() const noexcept {
+  if (phase_ != phase::held) return std::chrono::milliseconds(0);
+  return remaining(valid_until_, std::chrono::steady_clock::now());
+}
+
+// Nothing but an extension renews a hold, so its loss is signalled when the
+// validity runs out, whether or not anyone extends it: past that point
+// another client may hold the lock (with_lock then cancels the body).
+void hold::watch_validity() {
+  if (validity_timer_at_ != steady_time{} && validity_timer_at_ <= valid_until_) return;
+  validity_timer_at_ = valid_until_;
+  validity_timer_.expires_at(valid_until_);
+  validity_timer_.async_wait([this, owner = owner_](error_code ec) {
+    auto alive = owner.lock();
+    if (!alive || ec) return;  // gone, or re-armed for an earlier end
+    validity_timer_at_ = steady_time{};
+    if (phase_ != phase::held) return;
+    if (std::chrono::steady_clock::now() < valid_until_) return watch_validity();  // a later hold, or extended
+    lose(make_error_code(dlock::error::lost));
+  });
+}
+
+}  // namespace dlock::redis::detail

@@ -1,0 +1,84 @@
+// One hold of a Redis lock, one master or many: the token, how long the hold
+// may be trusted (timing.hpp), the holder's loss signal, the watch that
+// fires it when the validity runs out, and the auto-extension that renews
+// it. Every member runs on the lock's executor, except the accessors marked
+// "any thread".
+#pragma once
+
+#include "redis/engine/auto_extend.hpp"
+#include "redis/engine/timing.hpp"
+
+#include <dlock/lock_loss.hpp>
+
+#include <boost/asio/steady_timer.hpp>
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace dlock::redis::detail {
+
+class hold {
+ public:
+  enum class phase : std::uint8_t { idle, held, lost };
+
+  hold(asio::any_io_executor executor, drift_rule drift);
+  hold(const hold&) = delete;
+  hold& operator=(const hold&) = delete;
+
+  /// The object that owns this hold: the validity watch holds it weakly, so
+  /// a lock destroyed with a watch pending is never touched again.
+  void attach(std::weak_ptr<void> owner) { owner_ = std::move(owner); }
+  /// Called after the loss signal fired (on the executor), e.g. to delete
+  /// the keys in the background.
+  void on_lost(std::function<void(error_code)> hook) { on_lost_ = std::move(hook); }
+
+  /// Acquired: `token` was set by commands sent at `sent` with `ttl`.
+  void begin(std::string token, steady_time sent, std::chrono::milliseconds ttl);
+  /// Keep it alive: `step` sends one extension and calls renew() on success.
+  void extend_automatically(auto_extend_settings settings, auto_extender::step_function step);
+  /// An extension sent at `sent` with `ttl` succeeded.
+  void renew(steady_time sent, std::chrono::milliseconds ttl);
+  /// The hold is lost (once): extension stops, the signal fires with `why`.
+  void lose(error_code why);
+  /// The hold ends (release, or the lock destroyed): the signal is disarmed
+  /// and extension stops; `then` runs once no extension is in flight.
+  void end(asio::any_completion_handler<void(error_code)> then);
+  void end();  ///< the same, waiting for nothing
+
+  phase state() const noexcept { return phase_; }  ///< any thread
+  bool held() const noexcept { return phase_ == phase::held; }  ///< any thread
+  /// The validity left now (zero unless held).
+  std::chrono::milliseconds validity() const noexcept;
+  steady_time valid_until() const noexcept { return valid_until_; }
+  steady_time acquired() const noexcept { return acquired_; }
+  const std::string& token() const noexcept { return token_; }
+  /// Changes with every begin, loss and end: an answer for an older hold is stale.
+  std::uint64_t id() const noexcept { return id_; }
+  std::uint64_t extensions() const noexcept { return extender_.extensions(); }
+  lock_loss& loss() noexcept { return loss_; }
+  const lock_loss& loss() const noexcept { return loss_; }
+
+ private:
+  void watch_validity();
+
+  drift_rule drift_;
+  std::atomic<phase> phase_{phase::idle};  // atomic: held() is read from any thread
+  std::string token_;
+  steady_time acquired_{};
+  steady_time valid_until_{};
+  std::uint64_t id_ = 0;
+  lock_loss loss_;
+  auto_extender extender_;
+  // One timer, re-armed lazily: it wakes at the earliest end it was set for
+  // and checks the hold it finds then, so back-to-back holds cost no timer
+  // update each.
+  asio::steady_timer validity_timer_;
+  steady_time validity_timer_at_{};  // its pending expiry; zero when idle
+  std::weak_ptr<void> owner_;
+  std::function<void(error_code)> on_lost_;
+};
+
+}  // namespace dlock::redis::detail

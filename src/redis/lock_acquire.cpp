@@ -1,0 +1,168 @@
+// The acquire of a redis::lock: the Asio shell of the acquire machine
+// (engine/acquire_machine.hpp) over one connection. An attempt is one
+// `SET key token NX PX ttl`; a failed one is not retried (one master: its
+// error is the answer), a taken one is, until the wait runs out.
+#include "lock_state.hpp"
+
+#include "detail/completion.hpp"
+#include "redis/engine/replies.hpp"
+
+namespace dlock::redis::detail {
+namespace {
+
+using kind = acquire_action::kind;
+
+void act(acquire_op op, acquire_action action);
+
+double unit_random(lock_state& s) { return std::uniform_real_distribution<double>(0.0, 1.0)(s.random); }
+
+void send_attempt(acquire_op op) {
+  auto s = op.s;
+  op.token = make_token();
+  op.sent = steady_clock::now();
+  command set{"SET", s->key, op.token, "NX", "PX"};
+  set.arg(s->opts.ttl.count());
+  auto wire = encode(std::move(set));  // before `op` is moved
+  connection_access::submit(*s->conn, std::move(wire), std::move(op));
+}
+
+// Nothing is sent while waiting: any cancellation ends the wait at once.
+// Once the SET goes out the connection takes the slot over (the same op).
+void wait_for_cleanups(acquire_op op) {
+  auto s = op.s;
+  auto slot = op.slot;
+  s->waiting.emplace(std::move(op));
+  if (slot.is_connected())
+    slot.assign([weak = std::weak_ptr<lock_state>(s)](asio::cancellation_type type) {
+      auto state = weak.lock();
+      if (state && type != asio::cancellation_type::none) stop_waiting(state, true);
+    });
+}
+
+// From a reply, a timer or a cleanup's answer (never inside an initiating
+// function): the caller may resume in place.
+void complete(acquire_op op, error_code result) {
+  op.s->acquiring = false;
+  dlock::detail::complete_from_handler(op.in_place, op.s->executor, std::move(op.handler), result);
+}
+
+void act(acquire_op op, acquire_action action) {
+  if (action.delete_attempt) start_cleanup(op.s, op.token);
+  switch (action.what) {
+    case kind::send_attempt: return send_attempt(std::move(op));
+    case kind::wait_for_cleanups: return wait_for_cleanups(std::move(op));
+    case kind::pause: {
+      auto& pause = op.s->retry_pause;
+      pause.expires_after(action.pause);
+      return pause.async_wait(std::move(op));  // bound to the caller's slot: cancellable
+    }
+    case kind::complete: return complete(std::move(op), action.result);
+    case kind::none: return complete(std::move(op), asio::error::fault);  // not sent by this shell
+  }
+}
+
+// What the SET's answer means: empty when the key is now ours.
+error_code attempt_failure(error_code ec, const reply& answer) {
+  if (ec) return ec;
+  switch (interpret_set(answer)) {
+    case set_outcome::acquired: return {};
+    case set_outcome::taken: return dlock::error::taken;
+    case set_outcome::unexpected: break;
+  }
+  return redis::error::protocol_error;
+}
+
+void begin_hold(const std::shared_ptr<lock_state>& s, std::string token, steady_time sent);
+
+}  // namespace
+
+void acquire_op::operator()(error_code ec, reply answer) {
+  auto failure = attempt_failure(ec, answer);
+  bool may_have_landed = !failure || (ec && set_outcome_unknown(ec));
+  if (s->destroyed) {  // the lock is gone: nobody would release what it took
+    auto action = machine.cancel();
+    action.delete_attempt = may_have_landed;
+    return act(std::move(*this), action);
+  }
+  if (!failure) begin_hold(s, token, sent);
+  auto action = machine.attempt_decided(failure, may_have_landed, steady_clock::now(), unit_random(*s));
+  act(std::move(*this), action);
+}
+
+void acquire_op::operator()(error_code ec) {
+  if (ec || s->destroyed) return act(std::move(*this), machine.cancel());
+  auto action = machine.pause_over(s->cleanups_in_flight > 0);
+  act(std::move(*this), action);
+}
+
+void stop_waiting(const std::shared_ptr<lock_state>& s, bool from_slot) {
+  if (!s->waiting) return;
+  auto op = std::move(*s->waiting);
+  s->waiting.reset();
+  if (!from_slot && op.slot.is_connected()) op.slot.clear();  // not from inside its handler
+  op.machine.cancel();
+  s->acquiring = false;
+  dlock::detail::post_completion(s->executor, std::move(op.handler), asio::error::operation_aborted);
+}
+
+void resume_waiting(const std::shared_ptr<lock_state>& s) {
+  if (!s->waiting) return;
+  auto op = std::move(*s->waiting);
+  s->waiting.reset();
+  auto action = op.machine.cleanups_settled();
+  act(std::move(op), action);
+}
+
+namespace {
+
+// Without auto-extension the hold's validity watch tells the holder when it
+// runs out; with it, one extension every ttl * extend_fraction.
+asio::awaitable<error_code> extend_step(std::weak_ptr<lock_state> weak);
+
+void begin_hold(const std::shared_ptr<lock_state>& s, std::string token, steady_time sent) {
+  s->hold.begin(std::move(token), sent, s->opts.ttl);
+  if (!s->opts.auto_extend) return;
+  auto_extend_settings settings{s->opts.ttl, s->opts.extend_fraction, s->opts.max_hold};
+  std::weak_ptr<lock_state> weak = s;
+  s->hold.extend_automatically(settings, [weak] { return extend_step(weak); });
+}
+
+asio::awaitable<error_code> extend_step(std::weak_ptr<lock_state> weak) {
+  auto s = weak.lock();
+  if (!s) co_return dlock::error::closed;
+  auto extending = extend_held(s, s->opts.ttl);
+  co_return co_await std::move(extending);
+}
+
+// Options the lock cannot work with (UB, a tight loop, no validity).
+error_code validate_options(std::string_view key, const lock_options& o) {
+  if (auto ec = validate(key, o.ttl)) return ec;
+  using std::chrono::milliseconds;
+  bool bad = o.wait < milliseconds::zero() || o.retry_delay < milliseconds::zero() ||
+             o.retry_jitter < milliseconds::zero() || o.drift_extra < milliseconds::zero() ||
+             o.max_hold < milliseconds::zero() || !(o.drift_factor >= 0 && o.drift_factor < 1) ||
+             !(o.extend_fraction > 0 && o.extend_fraction < 1);
+  return bad ? make_error_code(dlock::error::invalid_argument) : error_code();
+}
+
+}  // namespace
+
+void begin_acquire(std::shared_ptr<lock_state> s, bool retry, std::optional<std::chrono::milliseconds> limit,
+                   lock_handler h, bool in_place) {
+  error_code refuse = validate_options(s->key, s->opts);
+  if (!refuse && limit && *limit <= std::chrono::milliseconds::zero()) refuse = dlock::error::invalid_argument;
+  if (!refuse && s->holding()) refuse = dlock::error::already_held;
+  if (!refuse && (s->acquiring || s->releasing)) refuse = dlock::error::in_progress;
+  // From the initiating function: never in place.
+  if (refuse) return dlock::detail::post_completion(s->executor, std::move(h), refuse);
+  s->acquiring = true;
+  s->released = false;
+  auto deadline = steady_clock::now() + limit.value_or(s->opts.wait);
+  acquire_machine machine(acquire_policy{retry, false},
+                          retry_schedule(-1, s->opts.retry_delay, s->opts.retry_jitter, deadline));
+  auto slot = asio::get_associated_cancellation_slot(h);
+  auto first = machine.start(s->cleanups_in_flight > 0);
+  act(acquire_op{s, machine, std::move(h), slot, in_place, {}, {}}, first);
+}
+
+}  // namespace dlock::redis::detail

@@ -1,0 +1,106 @@
+// The state of one redis::lock, shared by its files: lock.cpp (release,
+// extend, the public handle), lock_acquire.cpp (the acquire shell) and
+// lock_cleanup.cpp (deleting an attempt's key in the background). It lives
+// on the connection's executor; every function here runs there.
+#pragma once
+
+#include <dlock/redis/lock.hpp>
+
+#include "connection_impl.hpp"
+#include "redis/engine/acquire_machine.hpp"
+#include "redis/engine/hold.hpp"
+#include "redis/token.hpp"
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include <optional>
+#include <random>
+#include <string>
+
+namespace dlock::redis::detail {
+
+struct lock_state;
+
+/// One acquire: the machine's actions, done by one object that moves from
+/// the connection's reply to the pause timer and back (no allocation, no
+/// coroutine per step). Its cancellation slot is the caller's.
+struct acquire_op {
+  std::shared_ptr<lock_state> s;
+  acquire_machine machine;
+  asio::any_completion_handler<void(error_code)> handler;
+  asio::cancellation_slot slot;
+  bool in_place;      // the caller runs on the lock's executor
+  std::string token;  // the attempt's, fresh for each
+  steady_time sent{};
+
+  using cancellation_slot_type = asio::cancellation_slot;
+  cancellation_slot_type get_cancellation_slot() const noexcept { return slot; }
+
+  void operator()(error_code ec, reply answer);  ///< the SET NX PX was answered
+  void operator()(error_code ec);                ///< the pause between attempts is over
+};
+
+struct lock_state : std::enable_shared_from_this<lock_state> {
+  lock_state(std::shared_ptr<connection_impl> c, std::string k, lock_options o)
+      : conn(std::move(c)),
+        executor(conn->executor()),
+        key(std::move(k)),
+        opts(o),
+        hold(executor, drift_rule{o.drift_factor, o.drift_extra}),
+        retry_pause(executor),
+        random(jitter_seed()) {}
+
+  /// Held, or lost and not released yet.
+  bool holding() const noexcept { return hold.state() != hold::phase::idle; }
+
+  // The connection's internals, shared: a connection destroyed first fails
+  // the lock's commands with dlock::error::closed.
+  std::shared_ptr<connection_impl> conn;
+  asio::any_io_executor executor;
+  std::string key;
+  lock_options opts;
+  // One operation at a time: at most one of these is true (or holding()).
+  bool acquiring = false;
+  bool releasing = false;
+  // The last hold was released (or given up by ~lock): a second release is a
+  // no-op that succeeds, as on every dlock lock. Cleared when an acquire starts.
+  bool released = false;
+  bool destroyed = false;  // ~lock ran: an acquire in progress gives up
+  // Compare-and-deletes sent and not answered yet (see acquire_machine.hpp).
+  int cleanups_in_flight = 0;
+  std::optional<acquire_op> waiting;  // the acquire waiting for them
+  detail::hold hold;
+  asio::steady_timer retry_pause;  // between attempts; cancelled by ~lock
+  std::minstd_rand random;
+};
+
+using lock_handler = asio::any_completion_handler<void(error_code)>;
+
+// lock_acquire.cpp
+void begin_acquire(std::shared_ptr<lock_state> s, bool retry, std::optional<std::chrono::milliseconds> limit,
+                   lock_handler h, bool in_place);
+/// An acquire waiting for cleanups gives up (cancelled, or the lock destroyed).
+void stop_waiting(const std::shared_ptr<lock_state>& s, bool from_slot);
+/// The last cleanup in flight was answered: a waiting acquire goes on.
+void resume_waiting(const std::shared_ptr<lock_state>& s);
+
+// lock.cpp
+/// One compare-and-PEXPIRE of the held token; renews the hold on success.
+asio::awaitable<error_code> extend_held(std::shared_ptr<lock_state> s, std::chrono::milliseconds ttl);
+
+// lock.cpp
+/// One compare-and-PEXPIRE of the held token; renews the hold on success.
+asio::awaitable<error_code> extend_held(std::shared_ptr<lock_state> s, std::chrono::milliseconds ttl);
+
+// lock_cleanup.cpp
+/// Best effort, in the background: compare-and-delete `token`, until the
+/// server ran it or the key has surely expired. No SET is sent meanwhile.
+void start_cleanup(const std::shared_ptr<lock_state>& s, std::string token);
+encoded_command release_command(const std::string& key, const std::string& token);
+/// The server did not run a script (not in its cache, and the connection
+/// could not fall back to EVAL without reordering): send it again.
+bool not_run(error_code ec);
+constexpr int max_cleanup_sends = 10;
+
+}  // namespace dlock::redis::detail

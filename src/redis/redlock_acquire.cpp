@@ -1,0 +1,230 @@
+// The Redlock algorithm (redis.io/docs/manual/patterns/distributed-locks),
+// read top to bottom:
+//
+//  1. Take a fresh random token and the time `start`.
+//  2. Send `SET key token NX PX ttl` to every master at once, each with a
+//     short per-master timeout (redlock_fanout.cpp).
+//  3. The attempt is won when a majority (N/2 + 1) said yes while validity
+//     is left: ttl - (now - start) - drift (engine/round.hpp, timing.hpp).
+//     It is lost the moment a majority is out of reach.
+//  4. Won: the lock is held for that validity (engine/hold.hpp).
+//     Lost: delete the token on every master (a SET may have landed without
+//     its yes reaching us), pause a random delay, try again, until the
+//     retries or the wait run out (engine/acquire_machine.hpp decides).
+//
+// No attempt is sent while a delete of an earlier one is unanswered, and
+// every attempt has its own token, so a delete can only ever remove the keys
+// of the attempt it belongs to.
+#include "redlock_fanout.hpp"
+
+#include "redis/engine/acquire_machine.hpp"
+#include "redis/token.hpp"
+
+#include <dlock/log.hpp>
+
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/post.hpp>
+
+namespace dlock::redis::detail {
+namespace {
+
+using std::chrono::milliseconds;
+using handler0 = asio::any_completion_handler<void(error_code)>;
+using kind = acquire_action::kind;
+
+class lock_op;
+
+/// Step 2 and 3: one attempt, `SET key token NX PX ttl` on every master,
+/// decided by a round.
+class acquire_attempt final : public fanout {
+ public:
+  acquire_attempt(std::shared_ptr<redlock_impl> owner, std::shared_ptr<lock_op> op)
+      : fanout(std::move(owner)),
+        round_(owner_->masters.size(), owner_->options.ttl, owner_->hold_drift(), redlock_clock::now()),
+        op_(std::move(op)),
+        token_(make_token()) {}
+
+  void start() {
+    command set{"SET", owner_->key, token_, "NX", "PX"};
+    set.arg(owner_->options.ttl.count());
+    auto wire = encode(std::move(set));
+    for (std::size_t i = 0; i < owner_->masters.size(); ++i) send(i, wire);
+    arm_deadline();
+  }
+
+  /// The acquire was cancelled: forget it, abandon what is still pending.
+  void abandon() {
+    op_.reset();
+    abandon_pending();
+  }
+
+  const redlock_round& round() const noexcept { return round_; }
+  const std::string& token() const noexcept { return token_; }
+
+ private:
+  void on_answer(std::size_t index, error_code ec, reply answer) override;
+  void on_deadline() override {
+    bool was_decided = round_.decided();
+    round_.time_out_pending(redlock_clock::now());
+    if (!was_decided) decided();
+  }
+  void decided();
+
+  redlock_round round_;
+  std::shared_ptr<lock_op> op_;
+  std::string token_;  // fresh for every attempt
+};
+
+/// One acquire: the acquire machine's actions, until it holds the lock, gives
+/// up, or is cancelled.
+class lock_op : public std::enable_shared_from_this<lock_op> {
+ public:
+  lock_op(std::shared_ptr<redlock_impl> owner, handler0 handler, bool retry, std::optional<milliseconds> wait,
+          bool in_place)
+      : owner_(std::move(owner)),
+        handler_(std::move(handler)),
+        machine_(acquire_policy{retry, true}, schedule_for(owner_->options, wait)),
+        wait_(wait),
+        in_place_(in_place),
+        pause_(owner_->executor) {}
+
+  // Called on the initiating thread: a cancellation is forwarded to the executor.
+  void bind_cancellation() {
+    slot_ = asio::get_associated_cancellation_slot(handler_);
+    if (!slot_.is_connected()) return;
+    std::weak_ptr<lock_op> weak = weak_from_this();
+    auto executor = owner_->executor;
+    slot_.assign([weak, executor](asio::cancellation_type_t type) {
+      if (!(type & (asio::cancellation_type::terminal | asio::cancellation_type::partial))) return;
+      asio::post(executor, [weak] {
+        if (auto self = weak.lock()) self->cancel();
+      });
+    });
+  }
+
+  void start() {
+    if (auto refused = refusal()) return complete(refused, in_initiation);
+    owner_->acquiring = true;
+    owner_->released = false;
+    owner_->acquire_in_progress = weak_from_this();
+    act(machine_.start(owner_->cleanups_in_flight > 0));
+  }
+
+  /// Step 4: the round of the current attempt was decided.
+  void on_decided(acquire_attempt& attempt) {
+    if (!handler_ || &attempt != current_.get()) return;
+    const auto& round = attempt.round();
+    bool won = round.state() == round_state::acquired;
+    if (won) owner_->begin_hold(attempt.token(), round.start());
+    if (!won && dlock::detail::log_enabled(log_level::debug))
+      dlock::detail::log(log_level::debug, "redlock " + owner_->key + ": attempt failed (" +
+                                               round.failure().message() + "): " + owner_->last_outcomes);
+    // A lost attempt may have set keys whose yes never came back: delete them.
+    act(machine_.attempt_decided(won ? error_code() : round.failure(), !won, redlock_clock::now(),
+                                 owner_->random_unit()));
+  }
+
+  // The deletes run on handlers of their own: the caller's cancellation never reaches them.
+  void cancel() {
+    if (!handler_) return;
+    if (current_) current_->abandon();
+    owner_->after_cleanups = nullptr;
+    pause_.cancel();
+    act(machine_.cancel());
+  }
+
+ private:
+  error_code refusal() const {
+    if (!owner_->invalid_reason.empty() || (wait_ && *wait_ <= milliseconds::zero()))
+      return dlock::error::invalid_argument;
+    if (owner_->every_master_closed()) return dlock::error::closed;
+    if (owner_->hold.held()) return dlock::error::already_held;
+    if (owner_->acquiring || owner_->releasing) return dlock::error::in_progress;
+    return {};
+  }
+
+  void act(acquire_action action) {
+    if (action.what == kind::none) return;
+    auto attempt = std::move(current_);  // decided or abandoned: the next one is fresh
+    if (action.delete_attempt && attempt) owner_->release_in_background(attempt->token());  // every master
+    switch (action.what) {
+      case kind::wait_for_cleanups:
+        owner_->after_cleanups = [self = shared_from_this()] { self->act(self->machine_.cleanups_settled()); };
+        return;
+      case kind::send_attempt:
+        owner_->resend_unsettled_cleanups();  // ahead of this attempt's SETs, on the same connections
+        current_ = std::make_shared<acquire_attempt>(owner_, shared_from_this());
+        return current_->start();
+      case kind::pause:
+        pause_.expires_after(action.pause);
+        return pause_.async_wait([self = shared_from_this()](error_code ec) {
+          if (!ec) self->act(self->machine_.pause_over(self->owner_->cleanups_in_flight > 0));
+        });
+      case kind::complete:
+        owner_->acquiring = false;
+        return complete(action.result);
+      case kind::none: return;
+    }
+  }
+
+  static constexpr bool in_initiation = true;
+  void complete(error_code ec, bool initiating = false) {
+    if (slot_.is_connected()) slot_.clear();
+    if (initiating) return post_completion(owner_->executor, std::move(handler_), ec);
+    dlock::detail::complete_from_handler(in_place_, owner_->executor, std::move(handler_), ec);
+  }
+
+  // acquire_for(limit): retry until `limit`, whatever the options say.
+  static retry_schedule schedule_for(const redlock_options& o, std::optional<milliseconds> wait) {
+    auto now = redlock_clock::now();
+    if (wait) return retry_schedule(-1, o.retry_delay, o.retry_jitter, now + *wait);
+    std::optional<redlock_clock::time_point> deadline;
+    if (o.wait_limit > milliseconds::zero()) deadline = now + o.wait_limit;
+    return retry_schedule(o.retry_count, o.retry_delay, o.retry_jitter, deadline);
+  }
+
+  std::shared_ptr<redlock_impl> owner_;
+  handler0 handler_;
+  asio::cancellation_slot slot_;
+  acquire_machine machine_;
+  std::optional<milliseconds> wait_;
+  bool in_place_;  // the handler runs on the redlock's executor
+  asio::steady_timer pause_;
+  std::shared_ptr<acquire_attempt> current_;
+};
+
+master_outcome classify(error_code ec, const reply& answer) {
+  if (ec) return master_outcome::failed;
+  if (answer.is_ok()) return master_outcome::ok;
+  if (answer.is_nil()) return master_outcome::taken;
+  return master_outcome::failed;
+}
+
+void acquire_attempt::on_answer(std::size_t index, error_code ec, reply answer) {
+  bool was_decided = round_.decided();
+  round_.record(index, classify(ec, answer), redlock_clock::now());
+  if (!was_decided && round_.decided()) return decided();
+  // A yes after the round failed: release it again (this attempt's token,
+  // which no other attempt uses).
+  if (round_.needs_late_release(index)) owner_->release_in_background(token_, index);
+}
+
+void acquire_attempt::decided() {
+  owner_->note_outcomes(round_);
+  if (op_) op_->on_decided(*this);
+}
+
+}  // namespace
+
+void start_acquire(std::shared_ptr<redlock_impl> owner, handler0 handler, bool retry,
+                   std::optional<milliseconds> wait, bool in_place) {
+  auto op = std::make_shared<lock_op>(owner, std::move(handler), retry, wait, in_place);
+  op->bind_cancellation();
+  asio::dispatch(owner->executor, [op] { op->start(); });
+}
+
+void cancel_acquire(redlock_impl& owner) {
+  if (auto op = owner.acquire_in_progress.lock()) std::static_pointer_cast<lock_op>(op)->cancel();
+}
+
+}  // namespace dlock::redis::detail
