@@ -12,15 +12,13 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/test/unit_test.hpp>
 
+#include "common/await.hpp"
+
 #include <chrono>
 #include <exception>
 #include <utility>
 
 namespace dlock::test {
-
-/// The completion token of a step whose error the test looks at itself:
-/// `auto [ec, ...] = co_await op(with_ec);` never throws.
-inline constexpr auto with_ec = boost::asio::as_tuple(boost::asio::deferred);
 
 /// Runs `body` on `io` until `io` runs out of work. What `body` throws leaves
 /// `io.run()` at once, so a failed check fails the test even while a client
@@ -46,13 +44,6 @@ inline void run(boost::asio::awaitable<void> body) {
 inline void run(boost::asio::awaitable<void> (*body)(boost::asio::any_io_executor)) {
   boost::asio::io_context io;
   run(io, body(io.get_executor()));
-}
-
-/// Waits `d` on a timer (the io_context keeps running meanwhile); a
-/// cancelled wait just ends early.
-inline boost::asio::awaitable<void> sleep_for(std::chrono::steady_clock::duration d) {
-  boost::asio::steady_timer timer(co_await boost::asio::this_coro::executor, d);
-  co_await timer.async_wait(with_ec);
 }
 
 }  // namespace dlock::test

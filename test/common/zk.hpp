@@ -1,7 +1,7 @@
 // ZooKeeper helpers shared by the tests.
 #pragma once
 
-#include "common/run.hpp"
+#include "common/await.hpp"
 
 #include <dlock/zk/client.hpp>
 
