@@ -4,6 +4,7 @@
 #include "lock_state.hpp"
 
 #include "detail/completion.hpp"
+#include "detail/spawn_to_handler.hpp"
 #include "redis/engine/replies.hpp"
 #include "redis/engine/scripts.hpp"
 
@@ -49,40 +50,22 @@ asio::awaitable<error_code> extend_held(std::shared_ptr<lock_state> s, std::chro
 
 namespace {
 
-asio::awaitable<error_code> extend_coro(std::shared_ptr<lock_state> s, std::chrono::milliseconds ttl) {
+asio::awaitable<std::tuple<error_code>> extend_coro(std::shared_ptr<lock_state> s, std::chrono::milliseconds ttl) {
   if (auto ec = validate(s->key, ttl)) co_return ec;
-  if (s->hold.state() == hold::phase::lost) co_return dlock::error::lost;
-  if (!s->hold.held()) co_return dlock::error::not_held;
+  if (s->hold.state() == hold::phase::lost) co_return make_error_code(dlock::error::lost);
+  if (!s->hold.held()) co_return make_error_code(dlock::error::not_held);
   auto extending = extend_held(s, ttl);
   auto ec = co_await std::move(extending);
   if (ec == dlock::error::not_owned) s->hold.lose(ec);
   co_return ec;
 }
 
-// Completes the user's handler on its own executor with the coroutine's result.
-struct complete_with {
-  lock_handler handler;
-  asio::any_io_executor fallback;
-  void operator()(std::exception_ptr e, error_code ec) {
-    if (e) {
-      try {
-        std::rethrow_exception(e);
-      } catch (const boost::system::system_error& failure) {
-        ec = failure.code();
-      } catch (...) {
-        ec = asio::error::fault;
-      }
-    }
-    asio::post(fallback, asio::append(std::move(handler), ec));
-  }
-};
-
 // Completion of the compare-and-delete (on the connection's executor); sent
 // again if the server did not run it.
 struct release_reply {
   std::shared_ptr<lock_state> s;
   std::string token;
-  lock_handler handler;
+  dlock::detail::op_base<void(error_code)> op;  // the caller's handler
   bool in_place;
   error_code loss_reason;  // released after a loss: what the caller is told
   int sends = 1;
@@ -100,7 +83,8 @@ struct release_reply {
     if (!ec) ec = interpret_compare_script(r);
     if (loss_reason) ec = loss_reason;
     s->releasing = false;
-    dlock::detail::complete_from_handler(in_place, s->executor, std::move(handler), ec);
+    using dlock::detail::completion;
+    op.complete(in_place ? completion::in_place : completion::dispatch, s->executor, ec);
   }
 };
 
@@ -111,7 +95,8 @@ void begin_release(std::shared_ptr<lock_state> s, lock_handler h, bool in_place)
   }
   // After a loss the key may still be ours (validity is a lower bound):
   // delete it all the same, and tell the caller the loss reason.
-  release_reply reply{s, s->hold.token(), std::move(h), in_place, s->hold.loss().reason()};
+  release_reply reply{s, s->hold.token(), dlock::detail::op_base<void(error_code)>(std::move(h)), in_place,
+                      s->hold.loss().reason()};
   s->released = true;
   s->releasing = true;  // no new hold starts before the delete is answered
   if (!s->opts.auto_extend) {
@@ -127,7 +112,7 @@ void begin_release(std::shared_ptr<lock_state> s, lock_handler h, bool in_place)
 void abandon(const std::shared_ptr<lock_state>& s) {
   s->destroyed = true;
   s->retry_pause.cancel();
-  stop_waiting(s, false);
+  stop_waiting(s);
   if (!s->holding()) return;
   s->released = true;
   s->hold.end();
@@ -159,10 +144,7 @@ void lock::start_release(handler_type handler, bool in_place) {
   });
 }
 void lock::start_extend(std::chrono::milliseconds ttl, handler_type handler) {
-  auto slot = asio::get_associated_cancellation_slot(handler);
-  auto ex = state_->executor;
-  asio::co_spawn(ex, detail::extend_coro(state_, ttl),
-                 asio::bind_cancellation_slot(slot, detail::complete_with{std::move(handler), ex}));
+  dlock::detail::spawn_to_handler(state_->executor, detail::extend_coro(state_, ttl), std::move(handler));
 }
 
 asio::any_io_executor lock::get_executor() const noexcept { return state_->executor; }

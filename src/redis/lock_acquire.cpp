@@ -30,20 +30,20 @@ void send_attempt(acquire_op op) {
 // Once the SET goes out the connection takes the slot over (the same op).
 void wait_for_cleanups(acquire_op op) {
   auto s = op.s;
-  auto slot = op.slot;
-  s->waiting.emplace(std::move(op));
-  if (slot.is_connected())
-    slot.assign([weak = std::weak_ptr<lock_state>(s)](asio::cancellation_type type) {
-      auto state = weak.lock();
-      if (state && type != asio::cancellation_type::none) stop_waiting(state, true);
-    });
+  auto& waiting = s->waiting.emplace(std::move(op));
+  auto any = asio::cancellation_type::terminal | asio::cancellation_type::partial | asio::cancellation_type::total;
+  auto stop = [weak = std::weak_ptr<lock_state>(s)](asio::cancellation_type) {
+    if (auto state = weak.lock()) stop_waiting(state);
+  };
+  waiting.op.hook_cancellation(s->executor, stop, dlock::detail::forwarding::dispatch, any);
 }
 
 // From a reply, a timer or a cleanup's answer (never inside an initiating
 // function): the caller may resume in place.
 void complete(acquire_op op, error_code result) {
   op.s->acquiring = false;
-  dlock::detail::complete_from_handler(op.in_place, op.s->executor, std::move(op.handler), result);
+  using dlock::detail::completion;
+  op.op.complete(op.in_place ? completion::in_place : completion::dispatch, op.s->executor, result);
 }
 
 void act(acquire_op op, acquire_action action) {
@@ -95,14 +95,13 @@ void acquire_op::operator()(error_code ec) {
   act(std::move(*this), action);
 }
 
-void stop_waiting(const std::shared_ptr<lock_state>& s, bool from_slot) {
+void stop_waiting(const std::shared_ptr<lock_state>& s) {
   if (!s->waiting) return;
   auto op = std::move(*s->waiting);
   s->waiting.reset();
-  if (!from_slot && op.slot.is_connected()) op.slot.clear();  // not from inside its handler
   op.machine.cancel();
   s->acquiring = false;
-  dlock::detail::post_completion(s->executor, std::move(op.handler), asio::error::operation_aborted);
+  op.op.complete(dlock::detail::completion::post, s->executor, asio::error::operation_aborted);
 }
 
 void resume_waiting(const std::shared_ptr<lock_state>& s) {
@@ -160,9 +159,8 @@ void begin_acquire(std::shared_ptr<lock_state> s, bool retry, std::optional<std:
   auto deadline = steady_clock::now() + limit.value_or(s->opts.wait);
   acquire_machine machine(acquire_policy{retry, false},
                           retry_schedule(-1, s->opts.retry_delay, s->opts.retry_jitter, deadline));
-  auto slot = asio::get_associated_cancellation_slot(h);
   auto first = machine.start(s->cleanups_in_flight > 0);
-  act(acquire_op{s, machine, std::move(h), slot, in_place, {}, {}}, first);
+  act(acquire_op{s, machine, dlock::detail::op_base<void(error_code)>(std::move(h)), in_place, {}, {}}, first);
 }
 
 }  // namespace dlock::redis::detail

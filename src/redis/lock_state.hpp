@@ -7,6 +7,7 @@
 #include <dlock/redis/lock.hpp>
 
 #include "connection_impl.hpp"
+#include "detail/op_base.hpp"
 #include "redis/engine/acquire_machine.hpp"
 #include "redis/engine/hold.hpp"
 #include "redis/token.hpp"
@@ -28,14 +29,13 @@ struct lock_state;
 struct acquire_op {
   std::shared_ptr<lock_state> s;
   acquire_machine machine;
-  asio::any_completion_handler<void(error_code)> handler;
-  asio::cancellation_slot slot;
+  dlock::detail::op_base<void(error_code)> op;  // the caller's handler
   bool in_place;      // the caller runs on the lock's executor
   std::string token;  // the attempt's, fresh for each
   steady_time sent{};
 
   using cancellation_slot_type = asio::cancellation_slot;
-  cancellation_slot_type get_cancellation_slot() const noexcept { return slot; }
+  cancellation_slot_type get_cancellation_slot() const noexcept { return op.handler_slot(); }
 
   void operator()(error_code ec, reply answer);  ///< the SET NX PX was answered
   void operator()(error_code ec);                ///< the pause between attempts is over
@@ -81,7 +81,7 @@ using lock_handler = asio::any_completion_handler<void(error_code)>;
 void begin_acquire(std::shared_ptr<lock_state> s, bool retry, std::optional<std::chrono::milliseconds> limit,
                    lock_handler h, bool in_place);
 /// An acquire waiting for cleanups gives up (cancelled, or the lock destroyed).
-void stop_waiting(const std::shared_ptr<lock_state>& s, bool from_slot);
+void stop_waiting(const std::shared_ptr<lock_state>& s);
 /// The last cleanup in flight was answered: a waiting acquire goes on.
 void resume_waiting(const std::shared_ptr<lock_state>& s);
 

@@ -37,7 +37,7 @@ class extend_op final : public fanout {
         round_(owner_->masters.size(), ttl, owner_->hold_drift(), redlock_clock::now()),
         ttl_(ttl),
         hold_id_(owner_->hold.id()),
-        handler_(std::move(handler)) {}
+        op_(std::move(handler)) {}
 
   void start() {
     auto ttl = std::to_string(ttl_.count());
@@ -73,12 +73,12 @@ class extend_op final : public fanout {
     owner_->hold.lose(make_error_code(dlock::error::lost));
     complete(dlock::error::lost);
   }
-  void complete(error_code ec) { dispatch_completion(owner_->executor, std::move(handler_), ec); }
+  void complete(error_code ec) { op_.complete(dlock::detail::completion::dispatch, owner_->executor, ec); }
 
   redlock_round round_;
   milliseconds ttl_;
   std::uint64_t hold_id_;
-  handler0 handler_;
+  dlock::detail::op_base<void(error_code)> op_;
 };
 
 }  // namespace

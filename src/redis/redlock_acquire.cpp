@@ -17,6 +17,7 @@
 // of the attempt it belongs to.
 #include "redlock_fanout.hpp"
 
+#include "detail/op_base.hpp"
 #include "redis/engine/acquire_machine.hpp"
 #include "redis/token.hpp"
 
@@ -82,7 +83,7 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
   lock_op(std::shared_ptr<redlock_impl> owner, handler0 handler, bool retry, std::optional<milliseconds> wait,
           bool in_place)
       : owner_(std::move(owner)),
-        handler_(std::move(handler)),
+        op_(std::move(handler)),
         machine_(acquire_policy{retry, true}, schedule_for(owner_->options, wait)),
         wait_(wait),
         in_place_(in_place),
@@ -90,15 +91,8 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
 
   // Called on the initiating thread: a cancellation is forwarded to the executor.
   void bind_cancellation() {
-    slot_ = asio::get_associated_cancellation_slot(handler_);
-    if (!slot_.is_connected()) return;
-    std::weak_ptr<lock_op> weak = weak_from_this();
-    auto executor = owner_->executor;
-    slot_.assign([weak, executor](asio::cancellation_type_t type) {
-      if (!(type & (asio::cancellation_type::terminal | asio::cancellation_type::partial))) return;
-      asio::post(executor, [weak] {
-        if (auto self = weak.lock()) self->cancel();
-      });
+    op_.hook_cancellation(owner_->executor, [weak = weak_from_this()](asio::cancellation_type) {
+      if (auto self = weak.lock()) self->cancel();
     });
   }
 
@@ -112,7 +106,7 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
 
   /// Step 4: the round of the current attempt was decided.
   void on_decided(acquire_attempt& attempt) {
-    if (!handler_ || &attempt != current_.get()) return;
+    if (op_.done() || &attempt != current_.get()) return;
     const auto& round = attempt.round();
     bool won = round.state() == round_state::acquired;
     if (won) owner_->begin_hold(attempt.token(), round.start());
@@ -126,7 +120,7 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
 
   // The deletes run on handlers of their own: the caller's cancellation never reaches them.
   void cancel() {
-    if (!handler_) return;
+    if (op_.done()) return;
     if (current_) current_->abandon();
     owner_->after_cleanups = nullptr;
     pause_.cancel();
@@ -169,9 +163,9 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
 
   static constexpr bool in_initiation = true;
   void complete(error_code ec, bool initiating = false) {
-    if (slot_.is_connected()) slot_.clear();
-    if (initiating) return post_completion(owner_->executor, std::move(handler_), ec);
-    dlock::detail::complete_from_handler(in_place_, owner_->executor, std::move(handler_), ec);
+    using dlock::detail::completion;
+    auto how = initiating ? completion::post : in_place_ ? completion::in_place : completion::dispatch;
+    op_.complete(how, owner_->executor, ec);
   }
 
   // acquire_for(limit): retry until `limit`, whatever the options say.
@@ -184,8 +178,7 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
   }
 
   std::shared_ptr<redlock_impl> owner_;
-  handler0 handler_;
-  asio::cancellation_slot slot_;
+  dlock::detail::op_base<void(error_code)> op_;
   acquire_machine machine_;
   std::optional<milliseconds> wait_;
   bool in_place_;  // the handler runs on the redlock's executor

@@ -247,7 +247,7 @@ release_fanout::release_fanout(std::shared_ptr<redlock_impl> owner, std::string 
     : fanout(std::move(owner)), token_(std::move(token)), done_(std::move(done)), in_place_(in_place) {}
 
 void release_fanout::count_as_cleanup() {
-  cleanup_ = !done_;
+  cleanup_ = !done_.has_handler();
   if (cleanup_) ++owner_->cleanups_in_flight;
 }
 
@@ -298,12 +298,13 @@ void release_fanout::on_all_answered() {
 }
 
 void release_fanout::complete(error_code ec) {
-  if (!done_) return;
+  if (!done_.has_handler() || done_.done()) return;
   if (ends_release_) {
     owner_->releasing = false;
     owner_->released_masters = released_;
   }
-  dlock::detail::complete_from_handler(in_place_, owner_->executor, std::move(done_), ec);
+  done_.complete(in_place_ ? dlock::detail::completion::in_place : dlock::detail::completion::dispatch,
+                 owner_->executor, ec);
 }
 
 }  // namespace dlock::redis::detail

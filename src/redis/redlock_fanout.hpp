@@ -9,6 +9,7 @@
 
 #include "connection_impl.hpp"
 #include "detail/completion.hpp"
+#include "detail/op_base.hpp"
 #include "redis/engine/scripts.hpp"
 
 #include <boost/asio/steady_timer.hpp>
@@ -194,7 +195,7 @@ class release_fanout final : public fanout {
   void count_as_cleanup();
 
   std::string token_;
-  done_handler done_;
+  dlock::detail::op_base<void(error_code)> done_;  // none: a background release
   bool in_place_;
   bool ends_release_ = false;
   bool cleanup_ = false;  // a background release: counted in cleanups_in_flight
