@@ -12,11 +12,11 @@ namespace {
 
 using kind = acquire_action::kind;
 
-void act(acquire_op op, acquire_action action);
+void act(acquire_op&& op, acquire_action action);
 
 double unit_random(lock_state& s) { return std::uniform_real_distribution<double>(0.0, 1.0)(s.random); }
 
-void send_attempt(acquire_op op) {
+void send_attempt(acquire_op&& op) {
   auto s = op.s;
   op.token = make_token();
   op.sent = steady_clock::now();
@@ -28,7 +28,7 @@ void send_attempt(acquire_op op) {
 
 // Nothing is sent while waiting: any cancellation ends the wait at once.
 // Once the SET goes out the connection takes the slot over (the same op).
-void wait_for_cleanups(acquire_op op) {
+void wait_for_cleanups(acquire_op&& op) {
   auto s = op.s;
   auto& waiting = s->waiting.emplace(std::move(op));
   auto any = asio::cancellation_type::terminal | asio::cancellation_type::partial | asio::cancellation_type::total;
@@ -40,13 +40,15 @@ void wait_for_cleanups(acquire_op op) {
 
 // From a reply, a timer or a cleanup's answer (never inside an initiating
 // function): the caller may resume in place.
-void complete(acquire_op op, error_code result) {
+void complete(acquire_op&& op, error_code result) {
   op.s->acquiring = false;
   using dlock::detail::completion;
   op.op.complete(op.in_place ? completion::in_place : completion::dispatch, op.s->executor, result);
 }
 
-void act(acquire_op op, acquire_action action) {
+// By reference all the way to the one place that keeps the op (the
+// connection, the timer, the waiting slot): an op is moved once per step.
+void act(acquire_op&& op, acquire_action action) {
   if (action.delete_attempt) start_cleanup(op.s, op.token);
   switch (action.what) {
     case kind::send_attempt: return send_attempt(std::move(op));
@@ -85,7 +87,8 @@ void acquire_op::operator()(error_code ec, reply answer) {
     return act(std::move(*this), action);
   }
   if (!failure) begin_hold(s, token, sent);
-  auto action = machine.attempt_decided(failure, may_have_landed, steady_clock::now(), unit_random(*s));
+  double random = failure ? unit_random(*s) : 0.0;  // only a retry's pause needs it
+  auto action = machine.attempt_decided(failure, may_have_landed, steady_clock::now(), random);
   act(std::move(*this), action);
 }
 

@@ -114,8 +114,8 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
       dlock::detail::log(log_level::debug, "redlock " + owner_->key + ": attempt failed (" +
                                                round.failure().message() + "): " + owner_->last_outcomes);
     // A lost attempt may have set keys whose yes never came back: delete them.
-    act(machine_.attempt_decided(won ? error_code() : round.failure(), !won, redlock_clock::now(),
-                                 owner_->random_unit()));
+    double random = won ? 0.0 : owner_->random_unit();  // only a retry's pause needs it
+    act(machine_.attempt_decided(won ? error_code() : round.failure(), !won, redlock_clock::now(), random));
   }
 
   // The deletes run on handlers of their own: the caller's cancellation never reaches them.

@@ -29,7 +29,7 @@ void hold::lose(error_code why) {
   if (phase_ != phase::held) return;
   phase_ = phase::lost;
   ++id_;
-  extender_.stop([](error_code) {});
+  if (extender_.running()) extender_.stop([](error_code) {});
   loss_.fire(why);
   if (on_lost_) on_lost_(why);
 }
@@ -38,7 +38,9 @@ void hold::end() {
   phase_ = phase::idle;
   ++id_;
   loss_.disarm();
-  extender_.stop([](error_code) {});
+  // Not extending (the common case): nothing to stop, and stopping would
+  // post a completion per release.
+  if (extender_.running()) extender_.stop([](error_code) {});
 }
 
 void hold::end(asio::any_completion_handler<void(error_code)> then) {
