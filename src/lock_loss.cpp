@@ -1,7 +1,6 @@
 #include <dlock/lock_loss.hpp>
 
-#include "detail/op_base.hpp"
-
+#include <boost/asio/append.hpp>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/error.hpp>
 #include <boost/asio/post.hpp>
@@ -18,10 +17,10 @@ namespace dlock {
 // holding it: completions are posted, signals emitted after unlocking (an
 // emission runs cancellation handlers, which may bind or unbind).
 struct lock_loss::state : std::enable_shared_from_this<lock_loss::state> {
-  using wait_op = dlock::detail::op_base<void(error_code)>;
+  using handler_type = asio::any_completion_handler<void(error_code)>;
   struct waiter {
     std::uint64_t id;
-    wait_op op;
+    handler_type handler;
   };
   struct binding {
     std::uint64_t id;
@@ -35,7 +34,7 @@ struct lock_loss::state : std::enable_shared_from_this<lock_loss::state> {
   const asio::any_io_executor executor;  // the lock's: the fallback for completions
 
   std::mutex mutex;
-  // A list, and waiters only ever move-constructed (nodes are spliced out):
+  // A list, and handlers only ever move-constructed (nodes are spliced out):
   // Boost 1.81's any_completion_handler move *assignment* copies its operand
   // through the converting constructor, wrapping the handler in another
   // one, so assignments (or a vector's relocations) nest them ever deeper.
@@ -46,9 +45,9 @@ struct lock_loss::state : std::enable_shared_from_this<lock_loss::state> {
   error_code reason;
   bool armed = false;
 
-  // Posted from whichever thread decided it; the waiter's slot is released
-  // on the handler's executor, the caller's side.
-  void complete(wait_op op, error_code ec) { wait_op::post_from_elsewhere(std::move(op), executor, ec); }
+  void complete(handler_type handler, error_code ec) {
+    asio::post(executor, asio::append(std::move(handler), ec));
+  }
 
   std::list<waiter> take_waiters() {
     std::list<waiter> out;
@@ -68,7 +67,7 @@ struct lock_loss::state : std::enable_shared_from_this<lock_loss::state> {
       if (it == self->waiters.end()) return;
       taken.splice(taken.end(), self->waiters, it);
     }
-    self->complete(std::move(taken.front().op), asio::error::operation_aborted);
+    self->complete(std::move(taken.front().handler), asio::error::operation_aborted);
   }
 
   // On the binding's executor: emits unless unbound, released or re-armed meanwhile.
@@ -105,7 +104,7 @@ lock_loss::~lock_loss() {
     state_->bindings.clear();
     state_->emitting.clear();
   }
-  for (auto& w : waiters) state_->complete(std::move(w.op), asio::error::operation_aborted);
+  for (auto& w : waiters) state_->complete(std::move(w.handler), asio::error::operation_aborted);
 }
 
 bool lock_loss::lost() const noexcept {
@@ -124,32 +123,31 @@ bool lock_loss::armed() const noexcept {
 }
 
 // Runs on the caller's thread: the cancellation slot belongs to the caller,
-// so it is hooked here, before the waiter is shared. Waiting for a loss is
-// pure bookkeeping, so any cancellation type is honoured; it is forwarded to
-// the lock's executor (in place when emitted there), where a late one finds
-// no waiter.
+// so it is hooked here, not on the lock's executor (a slot is not thread-safe).
 void lock_loss::start_wait(asio::any_completion_handler<void(error_code)> handler) {
-  state::wait_op op(std::move(handler));
-  std::uint64_t id = 0;
-  {
-    std::lock_guard lock(state_->mutex);
-    id = state_->next_id++;
-  }
-  op.hook_cancellation(
-      state_->executor,
-      [weak = std::weak_ptr<state>(state_), id](asio::cancellation_type) { state::abort_waiter(weak, id); },
-      dlock::detail::forwarding::dispatch, asio::cancellation_type::all);
+  auto slot = asio::get_associated_cancellation_slot(handler);
   error_code at_once;
+  std::uint64_t id = 0;
   {
     std::lock_guard lock(state_->mutex);
     if (state_->reason)
       at_once = state_->reason;
     else if (!state_->armed)
       at_once = error::not_held;
-    else
-      return state_->waiters.push_back({id, std::move(op)});
+    else {
+      id = state_->next_id++;
+      state_->waiters.push_back({id, std::move(handler)});
+    }
   }
-  state_->complete(std::move(op), at_once);
+  if (at_once) return state_->complete(std::move(handler), at_once);
+  // Waiting for a loss is pure bookkeeping, so any cancellation type can be
+  // honoured. The slot is never cleared from here: the waiter may complete on
+  // another thread while the caller's side emits; a late emission finds no waiter.
+  if (slot.is_connected()) {
+    slot.assign([weak = std::weak_ptr<state>(state_), id](asio::cancellation_type type) {
+      if (type != asio::cancellation_type::none) state::abort_waiter(weak, id);
+    });
+  }
 }
 
 void lock_loss::bind(asio::cancellation_signal& signal, asio::cancellation_type type) {
@@ -197,7 +195,7 @@ void lock_loss::fire(error_code reason) {
     bound.swap(state_->bindings);
     state_->emitting.insert(state_->emitting.end(), bound.begin(), bound.end());
   }
-  for (auto& w : waiters) state_->complete(std::move(w.op), reason);
+  for (auto& w : waiters) state_->complete(std::move(w.handler), reason);
   for (auto& b : bound) state_->schedule_emit(b);
 }
 
@@ -210,7 +208,7 @@ void lock_loss::disarm() {
     state_->emitting.clear();
     waiters = state_->take_waiters();
   }
-  for (auto& w : waiters) state_->complete(std::move(w.op), asio::error::operation_aborted);
+  for (auto& w : waiters) state_->complete(std::move(w.handler), asio::error::operation_aborted);
 }
 
 }  // namespace dlock
