@@ -174,9 +174,11 @@ class op_base<void(error_code, Args...)> {
   }
 
   /// Completes once (a later call, or one without a handler, does nothing).
-  void complete(completion how, const asio::any_io_executor& fallback, error_code ec, Args... args) {
+  /// The values are forwarded, not copied: a reply goes to the handler by moves only.
+  template <class... Values>
+  void complete(completion how, const asio::any_io_executor& fallback, error_code ec, Values&&... values) {
     if (!settle() || !handler_) return;
-    deliver(how, fallback, take_handler(), ec, std::move(args)...);
+    deliver(how, fallback, take_handler(), ec, std::forward<Values>(values)...);
   }
 
   /// Completes `op` once, posted to `fallback`; its slot is released on the
@@ -193,15 +195,16 @@ class op_base<void(error_code, Args...)> {
 
   /// Runs `handler` as `how` says, `fallback` standing for a handler without
   /// an associated executor.
+  template <class... Values>
   static void deliver(completion how, const asio::any_io_executor& fallback, handler_type handler, error_code ec,
-                      Args... args) {
-    switch (how) {
+                      Values&&... values) {
+    switch (how) {  // one branch runs: each forwards once
       case completion::post:
-        return post_completion(fallback, std::move(handler), ec, std::move(args)...);
+        return post_completion(fallback, std::move(handler), ec, std::forward<Values>(values)...);
       case completion::dispatch:
-        return dispatch_completion(fallback, std::move(handler), ec, std::move(args)...);
+        return dispatch_completion(fallback, std::move(handler), ec, std::forward<Values>(values)...);
       case completion::in_place:
-        return std::move(handler)(ec, std::move(args)...);
+        return std::move(handler)(ec, std::forward<Values>(values)...);
     }
   }
 

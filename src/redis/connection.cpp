@@ -13,9 +13,11 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/ssl/stream.hpp>
 
+#include <utility>
+
 namespace dlock::redis::detail {
 void completion_target::complete(completion how, const asio::any_io_executor& fallback, error_code ec,
-                                 reply value) {
+                                 reply&& value) {
   if (sink_) return complete_sink(how, ec, std::move(value));
   using dlock::detail::completion;
   auto mode = how == detail::completion::post ? completion::post
@@ -24,13 +26,13 @@ void completion_target::complete(completion how, const asio::any_io_executor& fa
   op_.complete(mode, fallback, ec, std::move(value));
 }
 
-void completion_target::complete_sink(completion how, error_code ec, reply value) {
+void completion_target::complete_sink(completion how, error_code ec, reply&& value) {
   auto sink = std::move(sink_);
   sink_.reset();
-  if (how == completion::dispatch && in_place_) return sink->on_reply(index_, ec, std::move(value));
+  if (how == completion::dispatch && in_place_) return sink->on_reply(index_, ec, value);
   auto executor = sink->sink_executor();
   auto deliver = [sink = std::move(sink), index = index_, ec, value = std::move(value)]() mutable {
-    sink->on_reply(index, ec, std::move(value));
+    sink->on_reply(index, ec, value);
   };
   if (how == completion::post) asio::post(executor, std::move(deliver));
   else asio::dispatch(executor, std::move(deliver));
@@ -48,12 +50,32 @@ void connection_impl::enqueue(request_ptr r) {
   schedule_write();
 }
 
+namespace {
+
+// The clock reading of the read whose replies are being handed out on this
+// thread, if any. A Redlock reply's continuation sends its next commands to
+// every master: those connections take their deadlines from it too.
+thread_local const clock::time_point* handing_out_since = nullptr;
+
+struct handing_out_scope {
+  explicit handing_out_scope(const clock::time_point* read_at) noexcept
+      : outer(std::exchange(handing_out_since, read_at)) {}
+  ~handing_out_scope() { handing_out_since = outer; }
+  handing_out_scope(const handing_out_scope&) = delete;
+  handing_out_scope& operator=(const handing_out_scope&) = delete;
+  const clock::time_point* outer;
+};
+
+}  // namespace
+
+clock::time_point recent_now() noexcept { return handing_out_since ? *handing_out_since : clock::now(); }
+
 // While replies are handed out, the continuations' commands share the read's
 // clock reading (a deadline a little early, never late); no reading at all
 // without a command timeout.
 clock::time_point connection_impl::deadline_base() const {
   if (!mux_.timed()) return {};
-  return dispatching_replies_ ? mux_.last_read() : clock::now();
+  return dispatching_replies_ ? mux_.last_read() : recent_now();
 }
 
 // The write starts after the handlers already queued have run, so commands
@@ -137,10 +159,15 @@ void connection_impl::on_read(std::uint64_t session, error_code ec, std::size_t 
   if (session != session_) return;
   if (ec) return lose(error::connection_lost);
   parser_.feed(in_.data(), n);
-  if (mux_.timed()) mux_.note_read(clock::now());
-  dispatching_replies_ = true;
-  error_code broken = hand_out_replies(session);
-  dispatching_replies_ = false;
+  clock::time_point read_at{};
+  if (mux_.timed()) mux_.note_read(read_at = clock::now());
+  error_code broken;
+  {
+    handing_out_scope scope(mux_.timed() ? &read_at : nullptr);
+    dispatching_replies_ = true;
+    broken = hand_out_replies(session);
+    dispatching_replies_ = false;
+  }
   if (broken) return lose(broken);
   if (session != session_) return;  // a continuation closed the connection
   start_read();
@@ -163,7 +190,7 @@ error_code connection_impl::hand_out_replies(std::uint64_t session) {
   }
 }
 
-void connection_impl::hand_out(reply r) {
+void connection_impl::hand_out(reply&& r) {
   auto answer = mux_.on_reply(r);
   switch (answer.what) {
     case multiplexer::answer::kind::unexpected: return lose(error::protocol_error);
@@ -176,7 +203,7 @@ void connection_impl::hand_out(reply r) {
 }
 
 // Every exit of a request: its one target completed (a handler's slot released).
-void connection_impl::complete(request& r, error_code ec, reply value, completion how) {
+void connection_impl::complete(request& r, error_code ec, reply&& value, completion how) {
   r.target.complete(how, executor_, ec, std::move(value));
 }
 

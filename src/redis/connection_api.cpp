@@ -46,13 +46,21 @@ void set_command(request& r, encoded_command cmd) {
   r.tail_offset = cmd.tail_offset;
 }
 
+// A fan-out sends one encoded command to every master: copied into the
+// recycled request's buffer, which keeps its capacity (no allocation).
+void copy_command(request& r, const encoded_command& cmd) {
+  r.wire.assign(cmd.wire);
+  r.script = cmd.script;
+  r.tail_offset = cmd.tail_offset;
+}
+
 }  // namespace
 
 request_handle connection_access::send(connection& c, const encoded_command& cmd, std::shared_ptr<reply_sink> sink,
                                        std::size_t index, bool on_executor) {
   auto& impl = *c.impl_;
   request_ptr r = on_executor ? impl.make_request() : std::make_shared<request>();
-  set_command(*r, cmd);
+  copy_command(*r, cmd);
   r->answer_to(std::move(sink), index, on_executor);
   request_handle handle{r, r->generation};
   if (on_executor) impl.enqueue(std::move(r));

@@ -38,6 +38,12 @@ struct encoded_command {
   std::size_t tail_offset = 0;
 };
 encoded_command encode(command cmd);
+
+/// The clock reading of the reply hand-out running on this thread, if any,
+/// else now(): a time a little early, never late. For starts and deadlines,
+/// where early is the safe side (a Redlock round's start, a per-master
+/// timeout), so that a round's next commands need no clock reading of their own.
+clock::time_point recent_now() noexcept;
 encoded_command encode_eval(const script& s, const command& tail);
 std::pair<std::string, std::size_t> evalsha_wire(const script::data& s, const command& tail);
 
@@ -104,7 +110,7 @@ class connection_impl : public reply_sink, public std::enable_shared_from_this<c
 
   // The greeting's replies (the connection is their sink; the index is the attempt).
   const asio::any_io_executor& sink_executor() const noexcept override { return executor_; }
-  void on_reply(std::size_t attempt, error_code ec, reply answer) override;
+  void on_reply(std::size_t attempt, error_code ec, const reply& answer) override;
 
  private:
   friend struct connection_access;
@@ -124,8 +130,8 @@ class connection_impl : public reply_sink, public std::enable_shared_from_this<c
   void start_read();
   void on_read(std::uint64_t session, error_code ec, std::size_t n);
   error_code hand_out_replies(std::uint64_t session);
-  void hand_out(reply r);
-  void complete(request& r, error_code ec, reply value, completion how);
+  void hand_out(reply&& r);
+  void complete(request& r, error_code ec, reply&& value, completion how);
   void abandon(const request_handle& handle);
   void arm_deadline_timer();
   void check_deadlines();

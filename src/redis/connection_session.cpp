@@ -176,7 +176,7 @@ void connection_impl::send_greeting(std::size_t index) {
   enqueue(std::move(r));
 }
 
-void connection_impl::on_reply(std::size_t attempt, error_code ec, reply answer) {
+void connection_impl::on_reply(std::size_t attempt, error_code ec, const reply& answer) {
   if (ec && answer.is_error())
     dlock::detail::log(dlock::log_level::error, "dlock.redis: handshake refused: " + std::string(answer.string()));
   perform(life_.on_greeting_reply(attempt, ec));

@@ -49,7 +49,7 @@ class extend_op final : public fanout {
   }
 
  private:
-  void on_answer(std::size_t index, error_code ec, reply answer) override {
+  void on_answer(std::size_t index, error_code ec, const reply& answer) override {
     auto outcome = ec ? master_outcome::failed
                  : (answer.is_integer() && answer.integer() == 1) ? master_outcome::ok
                                                                   : master_outcome::taken;
@@ -200,7 +200,7 @@ std::chrono::milliseconds redlock::validity() const noexcept {
 }
 
 lock_loss& redlock::loss() noexcept { return impl_->hold.loss(); }
-std::string redlock::last_outcomes() const { return impl_->last_outcomes; }
+std::string redlock::last_outcomes() const { return impl_->last_outcomes(); }
 std::string redlock::token() const { return impl_->hold.token(); }
 std::size_t redlock::released_masters() const noexcept { return impl_->released_masters; }
 const std::string& redlock::invalid_reason() const noexcept { return impl_->invalid_reason; }

@@ -41,7 +41,7 @@ class acquire_attempt final : public fanout {
  public:
   acquire_attempt(std::shared_ptr<redlock_impl> owner, std::shared_ptr<lock_op> op)
       : fanout(std::move(owner)),
-        round_(owner_->masters.size(), owner_->options.ttl, owner_->hold_drift(), redlock_clock::now()),
+        round_(owner_->masters.size(), owner_->options.ttl, owner_->hold_drift(), recent_now()),
         op_(std::move(op)),
         token_(make_token()) {}
 
@@ -61,9 +61,11 @@ class acquire_attempt final : public fanout {
 
   const redlock_round& round() const noexcept { return round_; }
   const std::string& token() const noexcept { return token_; }
+  /// A won attempt's token goes to the hold (a won round releases nothing late).
+  std::string take_token() noexcept { return std::move(token_); }
 
  private:
-  void on_answer(std::size_t index, error_code ec, reply answer) override;
+  void on_answer(std::size_t index, error_code ec, const reply& answer) override;
   void on_deadline() override {
     bool was_decided = round_.decided();
     round_.time_out_pending(redlock_clock::now());
@@ -109,13 +111,13 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
     if (op_.done() || &attempt != current_.get()) return;
     const auto& round = attempt.round();
     bool won = round.state() == round_state::acquired;
-    if (won) owner_->begin_hold(attempt.token(), round.start());
+    if (won) owner_->begin_hold(attempt.take_token(), round.start());
     if (!won && dlock::detail::log_enabled(log_level::debug))
       dlock::detail::log(log_level::debug, "redlock " + owner_->key + ": attempt failed (" +
-                                               round.failure().message() + "): " + owner_->last_outcomes);
+                                               round.failure().message() + "): " + owner_->last_outcomes());
     // A lost attempt may have set keys whose yes never came back: delete them.
     double random = won ? 0.0 : owner_->random_unit();  // only a retry's pause needs it
-    act(machine_.attempt_decided(won ? error_code() : round.failure(), !won, redlock_clock::now(), random));
+    act(machine_.attempt_decided(won ? error_code() : round.failure(), !won, recent_now(), random));
   }
 
   // The deletes run on handlers of their own: the caller's cancellation never reaches them.
@@ -170,7 +172,7 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
 
   // acquire_for(limit): retry until `limit`, whatever the options say.
   static retry_schedule schedule_for(const redlock_options& o, std::optional<milliseconds> wait) {
-    auto now = redlock_clock::now();
+    auto now = recent_now();
     if (wait) return retry_schedule(-1, o.retry_delay, o.retry_jitter, now + *wait);
     std::optional<redlock_clock::time_point> deadline;
     if (o.wait_limit > milliseconds::zero()) deadline = now + o.wait_limit;
@@ -193,9 +195,11 @@ master_outcome classify(error_code ec, const reply& answer) {
   return master_outcome::failed;
 }
 
-void acquire_attempt::on_answer(std::size_t index, error_code ec, reply answer) {
+void acquire_attempt::on_answer(std::size_t index, error_code ec, const reply& answer) {
   bool was_decided = round_.decided();
-  round_.record(index, classify(ec, answer), redlock_clock::now());
+  // The time of a deciding answer must not be early: validity is measured
+  // to it. A decided round takes no more times (the late ones are free).
+  round_.record(index, classify(ec, answer), was_decided ? redlock_clock::time_point() : redlock_clock::now());
   if (!was_decided && round_.decided()) return decided();
   // A yes after the round failed: release it again (this attempt's token,
   // which no other attempt uses).

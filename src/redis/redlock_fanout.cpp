@@ -45,7 +45,7 @@ void redlock_impl::attach_hold() {
     if (!self) return;
     if (dlock::detail::log_enabled(log_level::warning))
       dlock::detail::log(log_level::warning,
-                         "redlock " + self->key + ": lost (" + why.message() + "); " + self->last_outcomes);
+                         "redlock " + self->key + ": lost (" + why.message() + "); " + self->last_outcomes());
     self->release_in_background();
   });
 }
@@ -137,7 +137,7 @@ redlock_impl::deadline_list::iterator redlock_impl::watch(std::shared_ptr<fanout
   if (spare_deadlines_.empty()) spare_deadlines_.emplace_back();
   deadlines_.splice(deadlines_.end(), spare_deadlines_, spare_deadlines_.begin());
   auto it = std::prev(deadlines_.end());
-  *it = {redlock_clock::now() + options.master_timeout, std::move(op)};
+  *it = {recent_now() + options.master_timeout, std::move(op)};
   arm_deadline_timer();
   return it;
 }
@@ -174,13 +174,19 @@ void redlock_impl::on_deadline_timer() {
 }
 
 void redlock_impl::note_outcomes(const redlock_round& round) {
-  last_outcomes.clear();
-  for (std::size_t i = 0; i < round.masters(); ++i) {
-    if (i) last_outcomes += ' ';
-    last_outcomes += names[i];
-    last_outcomes += '=';
-    last_outcomes += to_string(round.outcome(i));
+  outcomes.clear();
+  for (std::size_t i = 0; i < round.masters(); ++i) outcomes.push_back(round.outcome(i));
+}
+
+std::string redlock_impl::last_outcomes() const {
+  std::string text;
+  for (std::size_t i = 0; i < outcomes.size(); ++i) {
+    if (i) text += ' ';
+    text += names[i];
+    text += '=';
+    text += to_string(outcomes[i]);
   }
+  return text;
 }
 
 double redlock_impl::random_unit() {
@@ -228,11 +234,11 @@ void fanout::abandon_pending() {
     if (masters_[i].in_flight) connection_access::abandon(*owner_->masters[i], masters_[i].request);
 }
 
-void fanout::on_reply(std::size_t index, error_code ec, reply answer) {
+void fanout::on_reply(std::size_t index, error_code ec, const reply& answer) {
   if (!masters_[index].in_flight) return;
   masters_[index].in_flight = false;
   --pending_;
-  on_answer(index, ec, std::move(answer));  // may send a follow-up to the same master
+  on_answer(index, ec, answer);  // may send a follow-up to the same master
   if (pending_ == 0) {
     if (watched_) owner_->unwatch(watch_);
     watched_ = false;
@@ -271,7 +277,7 @@ encoded_command release_fanout::release_command() const {
                      connection::eval_tail({std::string_view(owner_->key)}, {std::string_view(token_)}));
 }
 
-void release_fanout::on_answer(std::size_t index, error_code ec, reply answer) {
+void release_fanout::on_answer(std::size_t index, error_code ec, const reply& answer) {
   bool not_run = ec == redis::error::script_not_run || ec == redis::error::no_script;
   if (not_run && !deadline_passed() && resent_ < asked_) {
     ++resent_;  // the server did not run it: send it again

@@ -62,7 +62,10 @@ class redlock_impl : public std::enable_shared_from_this<redlock_impl> {
     return !masters.empty();
   }
   std::weak_ptr<void> acquire_in_progress;  // ~redlock ends it (cancel_acquire)
-  std::string last_outcomes;
+  /// What each master answered in the last round, formatted on demand
+  /// (last_outcomes() and logs): a round only copies its small vector.
+  boost::container::small_vector<master_outcome, 7> outcomes;
+  std::string last_outcomes() const;
 
   /// The drift allowance of every round and hold: ttl * drift_factor + 2 ms.
   drift_rule hold_drift() const noexcept { return {options.drift_factor, std::chrono::milliseconds(2)}; }
@@ -138,13 +141,13 @@ class fanout : public reply_sink, public std::enable_shared_from_this<fanout> {
   fanout& operator=(const fanout&) = delete;
 
   /// A master's answer, on the redlock's executor (see reply_sink).
-  void on_reply(std::size_t index, error_code ec, reply answer) final;
+  void on_reply(std::size_t index, error_code ec, const reply& answer) final;
   const asio::any_io_executor& sink_executor() const noexcept final { return owner_->executor; }
   /// The per-master timeout passed (called by the owner's deadline timer).
   void expire();
 
  protected:
-  virtual void on_answer(std::size_t index, error_code ec, reply answer) = 0;
+  virtual void on_answer(std::size_t index, error_code ec, const reply& answer) = 0;
   virtual void on_deadline() {}
   virtual void on_all_answered() {}
 
@@ -187,7 +190,7 @@ class release_fanout final : public fanout {
   void ends_release() noexcept { ends_release_ = true; }
 
  private:
-  void on_answer(std::size_t index, error_code ec, reply answer) override;
+  void on_answer(std::size_t index, error_code ec, const reply& answer) override;
   void on_all_answered() override;
   void complete(error_code ec);
   encoded_command release_command() const;

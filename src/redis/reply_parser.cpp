@@ -6,35 +6,62 @@
 #include <string>
 
 namespace dlock::redis::detail {
+
+// Fills a reply where it lies (the slot keeps its string's capacity).
+struct reply_builder {
+  static reply& set_text(reply& r, reply::kind type, std::string_view text) {
+    r.kind_ = type;
+    r.integer_ = 0;
+    r.text_.assign(text);
+    r.elements_.clear();
+    return r;
+  }
+  static reply& set_integer(reply& r, std::int64_t value) {
+    r.kind_ = reply::kind::integer;
+    r.integer_ = value;
+    r.text_.clear();
+    r.elements_.clear();
+    return r;
+  }
+  static reply& set_array(reply& r, std::size_t size) {
+    r.kind_ = reply::kind::array;
+    r.integer_ = 0;
+    r.text_.clear();
+    r.elements_.assign(size, reply());
+    return r;
+  }
+  static reply& set_nil(reply& r) {
+    set_integer(r, 0);
+    r.kind_ = reply::kind::nil;
+    return r;
+  }
+};
+
 namespace {
 
 // A child is built in place inside its parent's element vector (sized when
 // the array header was read); a top-level reply in the parser's own slot
 // (the reader's privdata), from which next() moves it out: hiredis builds
-// one top-level reply at a time. No allocation per reply.
-void* place(const redisReadTask* task, reply&& value) {
-  reply* slot = task->parent
-                    ? &static_cast<reply*>(task->parent->obj)->elements()[static_cast<std::size_t>(task->idx)]
-                    : static_cast<reply*>(task->privdata);
-  *slot = std::move(value);
-  return slot;
+// one top-level reply at a time. No allocation per reply, and a string is
+// copied once, from the read buffer into its slot.
+reply& slot_of(const redisReadTask* task) {
+  return task->parent ? static_cast<reply*>(task->parent->obj)->elements()[static_cast<std::size_t>(task->idx)]
+                      : *static_cast<reply*>(task->privdata);
 }
 
 void* create_string(const redisReadTask* task, char* data, std::size_t size) {
-  std::string s(data, size);
-  switch (task->type) {
-    case REDIS_REPLY_ERROR: return place(task, reply::make_error(std::move(s)));
-    case REDIS_REPLY_STATUS: return place(task, reply::make_status(std::move(s)));
-    default: return place(task, reply::make_bulk(std::move(s)));
-  }
+  auto type = task->type == REDIS_REPLY_ERROR    ? reply::kind::error
+              : task->type == REDIS_REPLY_STATUS ? reply::kind::status
+                                                 : reply::kind::bulk;
+  return &reply_builder::set_text(slot_of(task), type, std::string_view(data, size));
 }
 void* create_array(const redisReadTask* task, int elements) {
-  return place(task, reply::make_array(std::vector<reply>(static_cast<std::size_t>(elements))));
+  return &reply_builder::set_array(slot_of(task), static_cast<std::size_t>(elements));
 }
 void* create_integer(const redisReadTask* task, long long value) {
-  return place(task, reply::make_integer(value));
+  return &reply_builder::set_integer(slot_of(task), value);
 }
-void* create_nil(const redisReadTask* task) { return place(task, reply::make_nil()); }
+void* create_nil(const redisReadTask* task) { return &reply_builder::set_nil(slot_of(task)); }
 void free_object(void* object) { *static_cast<reply*>(object) = reply(); }  // the top-level slot
 
 redisReplyObjectFunctions functions = {create_string, create_array, create_integer, create_nil,

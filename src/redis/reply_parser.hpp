@@ -27,7 +27,7 @@ class reply_parser {
 
  private:
   redisReader* reader_ = nullptr;
-  reply top_;  // where the reader builds a top-level reply (see place())
+  reply top_;  // where the reader builds a top-level reply (see slot_of())
 };
 
 /// The redis::error for a server error reply ("NOSCRIPT ...", "WRONGPASS ...").

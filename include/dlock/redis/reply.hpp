@@ -8,6 +8,9 @@
 #include <vector>
 
 namespace dlock::redis {
+namespace detail {
+struct reply_builder;
+}
 
 /// One reply of a Redis server (RESP2).
 class reply {
@@ -69,6 +72,7 @@ class reply {
   bool is_ok() const noexcept { return kind_ == kind::status && text_ == "OK"; }
 
  private:
+  friend struct detail::reply_builder;  // the parser fills replies in place
   reply(kind k, std::string s) : kind_(k), text_(std::move(s)) {}
 
   kind kind_ = kind::nil;

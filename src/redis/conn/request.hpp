@@ -32,7 +32,7 @@ class reply_sink {
  public:
   virtual ~reply_sink() = default;
   virtual const asio::any_io_executor& sink_executor() const noexcept = 0;
-  virtual void on_reply(std::size_t index, error_code ec, reply answer) = 0;
+  virtual void on_reply(std::size_t index, error_code ec, const reply& answer) = 0;
 };
 
 // How a completion leaves: `post` wherever the caller may be inside an
@@ -61,7 +61,7 @@ class completion_target {
   void hook_cancellation(const asio::any_io_executor& executor, OnCancel on_cancel) {
     op_.hook_cancellation(executor, std::move(on_cancel), dlock::detail::forwarding::dispatch);
   }
-  void complete(completion how, const asio::any_io_executor& fallback, error_code ec, reply value);
+  void complete(completion how, const asio::any_io_executor& fallback, error_code ec, reply&& value);
   void clear() noexcept {
     op_.clear();
     sink_.reset();
@@ -69,7 +69,7 @@ class completion_target {
   }
 
  private:
-  void complete_sink(completion how, error_code ec, reply value);
+  void complete_sink(completion how, error_code ec, reply&& value);
 
   dlock::detail::op_base<void(error_code, reply)> op_;
   std::shared_ptr<reply_sink> sink_;

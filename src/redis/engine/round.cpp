@@ -69,14 +69,22 @@ redlock_round::redlock_round(std::size_t masters, milliseconds ttl, drift_rule d
       ttl_(ttl),
       drift_(drift),
       start_(start),
-      valid_until_(detail::valid_until(start, ttl, drift)) {}
+      valid_until_(detail::valid_until(start, ttl, drift)) {
+  tally_[static_cast<std::size_t>(master_outcome::pending)] = masters;
+}
 
 milliseconds redlock_round::drift() const noexcept {
   return std::chrono::ceil<milliseconds>(detail::drift(ttl_, drift_));
 }
 
 std::size_t redlock_round::count(master_outcome outcome) const noexcept {
-  return static_cast<std::size_t>(std::count(outcomes_.begin(), outcomes_.end(), outcome));
+  return tally_[static_cast<std::size_t>(outcome)];
+}
+
+void redlock_round::set(master_outcome& slot, master_outcome outcome) noexcept {
+  --tally_[static_cast<std::size_t>(slot)];
+  ++tally_[static_cast<std::size_t>(outcome)];
+  slot = outcome;
 }
 
 std::size_t redlock_round::ours() const noexcept {
@@ -97,7 +105,7 @@ round_state redlock_round::record(std::size_t index, master_outcome outcome,
   if (slot != master_outcome::pending && !was_timed_out) return state_;
   if (was_timed_out && outcome != master_outcome::ok && outcome != master_outcome::already_ours)
     return state_;
-  slot = outcome;
+  set(slot, outcome);
   if (decided()) {
     late_[index] = true;
     return state_;
@@ -108,7 +116,7 @@ round_state redlock_round::record(std::size_t index, master_outcome outcome,
 
 round_state redlock_round::time_out_pending(redlock_clock::time_point now) {
   for (auto& slot : outcomes_)
-    if (slot == master_outcome::pending) slot = master_outcome::timed_out;
+    if (slot == master_outcome::pending) set(slot, master_outcome::timed_out);
   if (!decided()) decide(now);
   return state_;
 }

@@ -17,6 +17,7 @@
 
 #include "redis/engine/timing.hpp"
 
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <optional>
@@ -89,8 +90,11 @@ class redlock_round {
  private:
   void decide(redlock_clock::time_point now);
 
+  void set(master_outcome& slot, master_outcome outcome) noexcept;
+
   // Inline for up to 7 masters: a round per attempt allocates nothing.
   boost::container::small_vector<master_outcome, 7> outcomes_;
+  std::array<std::size_t, 6> tally_{};  // masters per outcome, kept with outcomes_
   boost::container::small_vector<bool, 7> late_;
   std::chrono::milliseconds ttl_;
   drift_rule drift_;
