@@ -49,7 +49,6 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/associated_cancellation_slot.hpp>
 #include <boost/asio/associated_executor.hpp>
-#include <boost/asio/bind_executor.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/cancellation_type.hpp>
 #include <boost/asio/dispatch.hpp>
@@ -179,18 +178,6 @@ class op_base<void(error_code, Args...)> {
   void complete(completion how, const asio::any_io_executor& fallback, error_code ec, Values&&... values) {
     if (!settle() || !handler_) return;
     deliver(how, fallback, take_handler(), ec, std::forward<Values>(values)...);
-  }
-
-  /// Completes `op` once, posted to `fallback`; its slot is released on the
-  /// handler's own executor, just before the handler runs. For outcomes
-  /// decided on a thread other than the caller's (shared state under a
-  /// mutex): nothing of the caller's is touched here.
-  static void post_from_elsewhere(op_base op, const asio::any_io_executor& fallback, error_code ec, Args... args) {
-    if (!op.settle() || !op.handler_) return;
-    auto ex = asio::get_associated_executor(*op.handler_, fallback);
-    asio::post(fallback, asio::bind_executor(ex, [op = std::move(op), ec, ... values = std::move(args)]() mutable {
-                 op.take_handler()(ec, std::move(values)...);
-               }));
   }
 
   /// Runs `handler` as `how` says, `fallback` standing for a handler without

@@ -13,6 +13,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/ssl/stream.hpp>
 
+#include <algorithm>
 #include <utility>
 
 namespace dlock::redis::detail {
@@ -75,7 +76,12 @@ clock::time_point recent_now() noexcept { return handing_out_since ? *handing_ou
 // without a command timeout.
 clock::time_point connection_impl::deadline_base() const {
   if (!mux_.timed()) return {};
-  return dispatching_replies_ ? mux_.last_read() : recent_now();
+  if (dispatching_replies_) return mux_.last_read();
+  if (!handing_out_since) return clock::now();
+  // Another connection's reading, maybe older than this one's last read on
+  // another thread: never before it, or the silence check would take this
+  // command for one sent before that read and never see the server silent.
+  return std::max(*handing_out_since, mux_.last_read());
 }
 
 // The write starts after the handlers already queued have run, so commands

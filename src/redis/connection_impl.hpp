@@ -40,9 +40,10 @@ struct encoded_command {
 encoded_command encode(command cmd);
 
 /// The clock reading of the reply hand-out running on this thread, if any,
-/// else now(): a time a little early, never late. For starts and deadlines,
-/// where early is the safe side (a Redlock round's start, a per-master
-/// timeout), so that a round's next commands need no clock reading of their own.
+/// else now(): a time early by as long as the hand-out has run, never late.
+/// Only for what early makes safer and a long hand-out cannot starve: a
+/// Redlock round's start (validity runs from it) and command deadlines
+/// (command_timeout is long). Not for a per-master timeout or a wait limit.
 clock::time_point recent_now() noexcept;
 encoded_command encode_eval(const script& s, const command& tail);
 std::pair<std::string, std::size_t> evalsha_wire(const script::data& s, const command& tail);

@@ -117,7 +117,7 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
                                                round.failure().message() + "): " + owner_->last_outcomes());
     // A lost attempt may have set keys whose yes never came back: delete them.
     double random = won ? 0.0 : owner_->random_unit();  // only a retry's pause needs it
-    act(machine_.attempt_decided(won ? error_code() : round.failure(), !won, recent_now(), random));
+    act(machine_.attempt_decided(won ? error_code() : round.failure(), !won, redlock_clock::now(), random));
   }
 
   // The deletes run on handlers of their own: the caller's cancellation never reaches them.
@@ -172,7 +172,7 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
 
   // acquire_for(limit): retry until `limit`, whatever the options say.
   static retry_schedule schedule_for(const redlock_options& o, std::optional<milliseconds> wait) {
-    auto now = recent_now();
+    auto now = redlock_clock::now();
     if (wait) return retry_schedule(-1, o.retry_delay, o.retry_jitter, now + *wait);
     std::optional<redlock_clock::time_point> deadline;
     if (o.wait_limit > milliseconds::zero()) deadline = now + o.wait_limit;

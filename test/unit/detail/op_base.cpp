@@ -13,7 +13,6 @@
 #include <memory>
 #include <optional>
 #include <stdexcept>
-#include <thread>
 #include <vector>
 
 namespace asio = boost::asio;
@@ -233,24 +232,6 @@ BOOST_AUTO_TEST_CASE(a_reused_operation_completes_again) {
   op.complete(completion::in_place, io.get_executor(), {}, 2);
   BOOST_TEST(calls == 2);
   BOOST_TEST(value == 2);
-}
-
-BOOST_AUTO_TEST_CASE(post_from_elsewhere_releases_the_slot_where_the_handler_runs) {
-  // lock_loss decides outcomes under a mutex, on any thread: the slot is only
-  // touched on the handler's executor, just before the handler runs.
-  std::vector<asio::cancellation_type> seen;
-  base op(handler());
-  op.hook_cancellation(io.get_executor(), [&](asio::cancellation_type t) { seen.push_back(t); });
-  std::thread elsewhere([&] { base::post_from_elsewhere(std::move(op), io.get_executor(), {}, 3); });
-  elsewhere.join();
-  BOOST_TEST(calls == 0);  // posted
-  io.run();
-  BOOST_TEST(calls == 1);
-  BOOST_TEST(value == 3);
-  signal.emit(asio::cancellation_type::terminal);
-  io.restart();
-  io.run();
-  BOOST_TEST(seen.empty());
 }
 
 BOOST_AUTO_TEST_SUITE_END()
