@@ -59,6 +59,7 @@ struct outcome {
   std::map<std::string, int> errors;  // other errors consumers saw (and retried)
   int taken = 0;                      // delivered + uncertain
   bool stop = false;
+  std::set<std::string> offer_failed;  // setup offers that failed (see run_with_failover)
 };
 
 asio::awaitable<void> basic_consumer(zk::queue& q, std::shared_ptr<outcome> out) {
@@ -121,7 +122,19 @@ asio::awaitable<void> run_with_failover(std::string path, bool claim_mode, std::
   co_await c.connect();
   co_await wait_for_a_steady_ensemble(c, path + "-probe");
   zk::queue q(c, path);
-  for (int i = 0; i < items; ++i) co_await q.offer("item-" + std::to_string(i));
+  // Setup, not the subject. On a loaded machine an ensemble member can stall
+  // past the client's timeout here (CI saw ZOPERATIONTIMEOUT on an offer).
+  // A failed offer is not retried (it may have landed: a second copy would
+  // read as a delivery twice); its item may then be missing, and only that.
+  for (int i = 0; i < items; ++i) {
+    auto item = "item-" + std::to_string(i);
+    auto [offer_ec, made] = co_await q.offer(item, with_ec);
+    if (offer_ec) out->offer_failed.insert(item);
+  }
+  if (!out->offer_failed.empty())
+    BOOST_TEST_MESSAGE(out->offer_failed.size() << " setup offers failed; their items may be missing");
+  BOOST_TEST_REQUIRE(out->offer_failed.size() <= static_cast<std::size_t>(items / 10),
+                     "the ensemble did not serve the setup's offers");
 
   for (int i = 0; i < consumers; ++i)
     asio::co_spawn(ex, claim_mode ? claiming_consumer(q, out) : basic_consumer(q, out), asio::detached);
@@ -151,7 +164,10 @@ asio::awaitable<void> run_with_failover(std::string path, bool claim_mode, std::
 void check_claim_mode(const outcome& out) {
   std::set<std::string> unique(out.delivered.begin(), out.delivered.end());
   BOOST_TEST(out.delivered.size() == unique.size(), "claim/ack mode delivered an item twice");
-  BOOST_TEST(unique.size() == static_cast<std::size_t>(items), "claim/ack mode lost items");
+  for (int i = 0; i < items; ++i) {
+    std::string item = "item-" + std::to_string(i);
+    BOOST_TEST((unique.count(item) || out.offer_failed.count(item)), "claim/ack mode lost " << item);
+  }
   BOOST_TEST(out.uncertain.empty());
 }
 
@@ -161,7 +177,8 @@ void check_basic_mode(const outcome& out) {
   // Every item was delivered or reported uncertain: nothing vanished silently.
   for (int i = 0; i < items; ++i) {
     std::string item = "item-" + std::to_string(i);
-    BOOST_TEST((unique.count(item) || out.uncertain.count(item)), item << " vanished without a word");
+    BOOST_TEST((unique.count(item) || out.uncertain.count(item) || out.offer_failed.count(item)),
+               item << " vanished without a word");
   }
   BOOST_TEST_MESSAGE("basic mode: " << out.uncertain.size() << " removals reported uncertain");
 }
