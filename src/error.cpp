@@ -22,8 +22,8 @@ class category final : public boost::system::error_category {
       case error::closed: return "the client is closed";
       case error::empty: return "the queue is empty";
       case error::removal_uncertain:
-        return "the item's removal reply was lost to a connection drop: this consumer or another may have "
-               "taken it (use the claim/ack mode where this matters)";
+        return "the item's removal reply was lost to a connection drop: the item may have been removed "
+               "(by this consumer or another) or may be delivered again";
       case error::in_progress:
         return "another operation on this lock object has not finished yet (one operation at a time: "
                "await the previous acquire or release first)";

@@ -24,7 +24,8 @@ enum class error {
   closed,                ///< the client or connection was closed
   empty,                 ///< the queue has no item
   removal_uncertain,     ///< a queue item's removal reply was lost to a connection drop:
-                         ///< it may have been taken by this consumer or another
+                         ///< it may have been removed (by this consumer or another),
+                         ///< or may be delivered again (an ack's delete)
   in_progress,           ///< another operation on this lock object (an acquire or a release)
                          ///< has not finished yet: one operation at a time
 };

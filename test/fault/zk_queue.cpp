@@ -88,13 +88,16 @@ asio::awaitable<void> claiming_consumer(zk::queue& q, std::shared_ptr<outcome> o
       co_await sleep_for(50ms);
       continue;
     }
+    error_code ack_ec;
     for (;;) {  // an ack failing to a connection drop is retried: the claim is still ours
-      auto [ack_ec] = co_await q.ack(claimed, with_ec);
+      std::tie(ack_ec) = co_await q.ack(claimed, with_ec);
       if (!ack_ec) break;
       ++out->errors["ack: " + ack_ec.message()];
       if (ack_ec == dlock::error::lost) break;  // the claim expired: the item went back
+      if (ack_ec == dlock::error::removal_uncertain) break;  // the session ended mid-ack
       co_await sleep_for(50ms);
     }
+    if (ack_ec == dlock::error::removal_uncertain) out->uncertain.insert(claimed.data);
     out->delivered.insert(claimed.data);
     ++out->taken;
   }
@@ -397,6 +400,42 @@ asio::awaitable<void> ack_across_expiry(std::string path) {
   co_await b.close();
 }
 
+// ---- soak finding: an ack whose delete landed, its reply lost to the end of its session ----
+
+// A's ack deletes the item; the server applies it, the reply is lost with
+// the connection, and A stays cut off while its session ends. A cannot know
+// whether its delete landed (it did): the ack must say so, never `lost`
+// ("the item went back to the queue": here nobody would take it again).
+asio::awaitable<void> ack_applied_then_expired(std::string path) {
+  auto ex = co_await asio::this_coro::executor;
+  dlock::test::zk_cutting_proxy proxy(dlock::test::zk_hosts());
+  zk::client a(ex, through(proxy, 10s)), b(ex, direct());
+  co_await a.connect();
+  co_await b.connect();
+  zk::queue qa(a, path), qb(b, path);
+  co_await qa.offer("job");
+  zk::claimed_item claimed = co_await qa.take_claimed();
+  proxy.cut_after(dlock::test::zk_opcode::remove, 50ms);
+  proxy.refuse_for(1500ms);
+  auto acked = std::make_shared<outcome_of<>>();
+  auto id = a.session_id();
+  auto password = a.session_password();
+  asio::co_spawn(ex, record(qa.ack(claimed, with_ec), acked), asio::detached);
+  BOOST_REQUIRE(co_await eventually([&] { return proxy.cuts() == 1; }));
+  co_await end_session(id, password);
+  BOOST_REQUIRE(co_await eventually([&] { return acked->value.has_value(); }));
+  auto [ack_ec] = *acked->value;
+  auto [item_ec, item] = co_await b.exists(path + "/" + claimed.name, with_ec);
+  BOOST_TEST(!item.has_value(), "the delete was to land before the cut");
+  BOOST_TEST((ack_ec == dlock::error::removal_uncertain), "A's ack: " << ack_ec.message());
+  auto [size_ec, size] = co_await qb.size(with_ec);
+  BOOST_TEST(size == 0u);
+  co_await delete_tree(b, path);
+  co_await delete_tree(b, path + ".claims");
+  co_await a.close(with_ec);
+  co_await b.close();
+}
+
 void run_case(asio::awaitable<void> body) {
   asio::io_context io;
   bool done = false;
@@ -426,6 +465,10 @@ BOOST_AUTO_TEST_CASE(a_claim_create_of_unknown_outcome_leaves_no_claim_behind) {
 
 BOOST_AUTO_TEST_CASE(an_ack_retried_across_the_end_of_its_session_deletes_nothing) {
   run_case(ack_across_expiry("/" + dlock::test::unique_name("dlock-queue-ack")));
+}
+
+BOOST_AUTO_TEST_CASE(an_ack_whose_delete_landed_before_its_session_ended_is_uncertain_not_lost) {
+  run_case(ack_applied_then_expired("/" + dlock::test::unique_name("dlock-queue-ack-landed")));
 }
 
 BOOST_AUTO_TEST_CASE(a_lost_removal_reply_is_reported_never_silent) {

@@ -276,9 +276,11 @@ class queue {
 
   /// Claim/ack mode: removes a claimed item for good. `dlock::error::lost`
   /// if the claim is no longer this session's (it expired: the item went back
-  /// to the queue), or if the session ended while a connection drop kept the
-  /// ack unconfirmed (the item may be delivered again): an ack deletes only
-  /// while the session that made the claim lives, never another's claim.
+  /// to the queue; nothing was deleted). `dlock::error::removal_uncertain` if
+  /// the session ended while a connection drop kept the ack's delete
+  /// unconfirmed: it may have removed the item, or the item went back and
+  /// may be delivered again. An ack deletes only while the session that made
+  /// the claim lives, never another's claim.
   ///
   /// @par Handler signature
   /// `void(error_code)`.
@@ -287,8 +289,9 @@ class queue {
   /// @par Cancellation
   /// None: an ack always runs to the end (cancellation is ignored).
   /// @par Errors
-  /// `dlock::error::lost` (above), `invalid_argument` (bad queue path), or a
-  /// ZooKeeper error once retries on connection loss run out.
+  /// `dlock::error::lost`, `dlock::error::removal_uncertain` (above),
+  /// `invalid_argument` (bad queue path), or a ZooKeeper error once retries
+  /// on connection loss run out (the claim is still ours: ack again).
   template <class CompletionToken = default_token>
   auto ack(claimed_item item, CompletionToken&& token = {}) {
     return asio::async_initiate<CompletionToken, void(error_code)>(

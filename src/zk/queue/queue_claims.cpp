@@ -27,6 +27,12 @@ struct claim_ref {
   std::int64_t czxid = 0;
 };
 
+// A claim's delete that ended with its session: the claim went with it
+// (ephemeral), whether or not our delete landed.
+bool claim_ended_with_session(const error_code& ec) {
+  return ec == dlock::error::lost || ec == dlock::error::removal_uncertain;
+}
+
 // Ours: our GUID in the data, on the current session.
 bool is_our_claim(client& zk, const std::string& data, const stat& meta, const std::string& ours) {
   return data == ours && meta.ephemeral_owner != 0 && meta.ephemeral_owner == zk.session_id();
@@ -166,9 +172,11 @@ asio::awaitable<std::tuple<error_code>> ack_body(queue_state_ptr q, claimed_item
   if (owned) co_return std::tuple{owned};  // lost: expired, the item went back to the queue
   // While `session` lives the claim is ours, so nobody else deletes the
   // item: retrying is safe. Once it ends, the item may be another's.
+  // Once the session ends, a sent delete whose reply was lost leaves the
+  // item's fate unknown: removal_uncertain, never `lost` (which says it is back).
   if (error_code ec = co_await delete_on_session(*q->zk, q->options.retry, q->path + "/" + item.name, session)) co_return std::tuple{ec};
   error_code ec = co_await delete_on_session(*q->zk, q->options.retry, q->claims_path + "/" + item.name, session);
-  if (ec == dlock::error::lost) ec = {};  // the item is gone; the claim went with its session
+  if (claim_ended_with_session(ec)) ec = {};  // the item is gone; the claim went with its session
   co_return std::tuple{ec};
 }
 
@@ -178,7 +186,10 @@ asio::awaitable<std::tuple<error_code>> release_claim_body(queue_state_ptr q, cl
   if (q->path_error) co_return std::tuple{q->path_error};
   auto [owned, session] = co_await check_claim(q, item);
   if (owned) co_return std::tuple{owned};
-  co_return std::tuple{co_await delete_on_session(*q->zk, q->options.retry, q->claims_path + "/" + item.name, session)};
+  error_code ec = co_await delete_on_session(*q->zk, q->options.retry, q->claims_path + "/" + item.name, session);
+  // Deleted or ended with its session, the claim is gone and the item back.
+  if (claim_ended_with_session(ec)) ec = dlock::error::lost;
+  co_return std::tuple{ec};
 }
 }  // namespace
 

@@ -50,17 +50,28 @@ asio::awaitable<std::tuple<error_code, std::string, stat>> read_item(client& zk,
 }
 
 namespace {
-asio::awaitable<std::tuple<error_code>> refused(error_code ec) { co_return std::tuple{ec}; }
+// One try at the delete, on the claim's session only. A try that failed
+// retryably (a connection loss) was perhaps applied: `unanswered` keeps that.
+asio::awaitable<std::tuple<error_code>> delete_once(client& zk, std::string node, std::int64_t session,
+                                                    bool& unanswered) {
+  if (zk.session_id() != session) co_return std::tuple{make_error_code(dlock::error::lost)};
+  auto [ec] = co_await zk.remove(node, -1, uncancellable());
+  if (is_retryable(ec)) unanswered = true;
+  co_return std::tuple{ec};
+}
 }  // namespace
 
 asio::awaitable<error_code> delete_on_session(client& zk, retry_policy policy, std::string node,
                                               std::int64_t session) {
-  auto remove = [&zk, node, session] {
-    if (zk.session_id() != session) return refused(make_error_code(dlock::error::lost));
-    return zk.remove(node, -1, uncancellable());
-  };
+  bool unanswered = false;
+  auto remove = [&zk, &node, session, &unanswered] { return delete_once(zk, node, session, unanswered); };
   auto [ec] = co_await with_retries(policy, on_cancel::ignore, std::move(remove));
-  co_return ec == error::no_node ? error_code{} : ec;
+  if (!ec || ec == error::no_node) co_return error_code{};
+  // The session ended (or another final error) after a try whose reply was
+  // lost: that try may have deleted the node. Saying `lost` would claim it
+  // is still there.
+  if (unanswered && !is_retryable(ec)) co_return make_error_code(dlock::error::removal_uncertain);
+  co_return ec;
 }
 
 }  // namespace dlock::zk::detail
