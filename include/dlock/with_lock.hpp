@@ -10,10 +10,12 @@
 #include <boost/asio/associated_executor.hpp>
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/awaitable.hpp>
+#include <boost/asio/bind_executor.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/deferred.hpp>
 #include <boost/asio/error.hpp>
 #include <boost/asio/experimental/parallel_group.hpp>
+#include <boost/asio/strand.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/system/system_error.hpp>
@@ -50,9 +52,14 @@ auto run_with_lock(Lock* lock, Body body) -> std::invoke_result_t<Body&> {
   co_await lock->acquire(asio::use_awaitable);
   auto executor = co_await asio::this_coro::executor;
   // Whichever ends first cancels the other: a loss cancels the body, the
-  // body's end cancels the wait for a loss.
-  auto group = ex::make_parallel_group(asio::co_spawn(executor, body(), asio::deferred),
-                                       lock->loss().wait(asio::deferred));
+  // body's end cancels the wait for a loss. Both complete, and are cancelled,
+  // on one strand: a cancellation slot is not thread-safe, and on an
+  // io_context run by several threads a loss (told on the lock's strand)
+  // would otherwise cancel the body while the body's own operation
+  // completes on another thread.
+  auto serial = asio::make_strand(executor);
+  auto group = ex::make_parallel_group(asio::co_spawn(serial, body(), asio::bind_executor(serial, asio::deferred)),
+                                       lock->loss().wait(asio::bind_executor(serial, asio::deferred)));
   std::exception_ptr failure;
   error_code loss_reason;
   [[maybe_unused]] std::conditional_t<std::is_void_v<result_type>, int, result_type> value{};
@@ -108,8 +115,10 @@ auto run_with_lock(Lock* lock, Body body) -> std::invoke_result_t<Body&> {
 /// @par Handler signature
 /// `void(std::exception_ptr, T)`, or `void(std::exception_ptr)` when `T` is `void`.
 /// @par Executor
-/// The acquire, the body and the release run as one coroutine on the
-/// handler's associated executor (else the lock's); the handler is called there.
+/// The acquire and the release run in one coroutine on the handler's
+/// associated executor (else the lock's); the handler is called there. The
+/// body runs on a strand of that executor, so a loss can cancel it safely
+/// when the io_context runs on several threads.
 /// @par Cancellation
 /// Terminal, from the handler's slot: cancels the acquire or the body. The
 /// release is never cancelled: it runs to completion even after the caller

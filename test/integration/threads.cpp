@@ -157,6 +157,91 @@ asio::awaitable<void> lock_loss_across_threads(observations* seen) {
   co_await contenders_done(*seen);
 }
 
+// --- with_lock's own composition: the body here, the loss on a strand ---
+
+// A lock with no server behind it, for with_lock alone: its loss lives on
+// its strand, as every dlock lock's does. Acquire arms it, release disarms
+// it, both on the strand.
+class strand_lock {
+ public:
+  explicit strand_lock(asio::any_io_executor executor) : strand_(asio::make_strand(executor)), loss_(strand_) {}
+  template <class Token>
+  auto acquire(Token&& token) {
+    return on_strand([](dlock::lock_loss& loss) { loss.arm(); }, std::forward<Token>(token));
+  }
+  template <class Token>
+  auto release(Token&& token) {
+    return on_strand([](dlock::lock_loss& loss) { loss.disarm(); }, std::forward<Token>(token));
+  }
+  dlock::lock_loss& loss() { return loss_; }
+  asio::any_io_executor get_executor() const { return strand_; }
+
+ private:
+  template <class Action, class Token>
+  auto on_strand(Action action, Token&& token) {
+    return asio::async_initiate<Token, void(dlock::error_code)>(
+        [this, action](auto handler) {
+          asio::post(strand_, [this, action, handler = std::move(handler)]() mutable {
+            action(loss_);
+            auto executor = asio::get_associated_executor(handler, strand_);
+            asio::post(executor, [handler = std::move(handler)]() mutable { handler(dlock::error_code{}); });
+          });
+        },
+        token);
+  }
+  asio::any_io_executor strand_;
+  dlock::lock_loss loss_;
+};
+
+// The body: short timer waits on the caller's (plain, multi-threaded)
+// executor, so a loss often lands while one of them is completing.
+asio::awaitable<void> short_waits(observations* seen) {
+  seen->note_thread();
+  ++seen->bodies;
+  for (int i = 0; i < 10; ++i) co_await sleep_for(std::chrono::microseconds(100 * (i % 3)));
+  seen->note_thread();
+}
+
+asio::awaitable<void> with_lock_rounds(strand_lock* lock, observations* seen, int rounds) {
+  auto body = [seen] { return short_waits(seen); };
+  for (int round = 0; round < rounds; ++round) {
+    try {
+      co_await dlock::with_lock(*lock, body);
+      ++seen->completed;
+    } catch (const boost::system::system_error& e) {
+      seen->count_failure(e);
+    } catch (const std::exception& e) {
+      seen->surprise(e.what());
+    }
+  }
+  --seen->running;
+}
+
+// Fires the lock's loss on its strand, now and then, until told to stop.
+asio::awaitable<void> loss_firer(strand_lock* lock, observations* seen, std::atomic<int>* firing) {
+  for (unsigned tick = 0; !seen->stop; ++tick) {
+    co_await sleep_for(std::chrono::microseconds(500 + 2500 * (tick % 5)));  // 0.5 to 10.5 ms
+    if (lock->loss().armed()) lock->loss().fire(dlock::error::lost);
+  }
+  --*firing;
+}
+
+asio::awaitable<void> with_lock_losses_across_threads(observations* seen) {
+  auto plain = co_await asio::this_coro::executor;
+  constexpr int holders = 4;
+  std::vector<std::unique_ptr<strand_lock>> locks;
+  std::atomic<int> firing{holders};
+  seen->running = holders;
+  for (int i = 0; i < holders; ++i) {
+    locks.push_back(std::make_unique<strand_lock>(plain));
+    asio::co_spawn(plain, with_lock_rounds(locks.back().get(), seen, 150), asio::detached);
+    asio::co_spawn(locks.back()->get_executor(), loss_firer(locks.back().get(), seen, &firing), asio::detached);
+  }
+  co_await contenders_done(*seen);
+  seen->stop = true;
+  while (firing > 0) co_await sleep_for(1ms);
+}
+
 // --- ZooKeeper ---
 
 // The critical section: reads the lock's state from the body's thread while
@@ -352,6 +437,14 @@ BOOST_AUTO_TEST_CASE(lock_loss_fired_on_a_strand_awaited_from_other_threads) {
   observations seen;
   run_on_threads(io, seen, lock_loss_across_threads(&seen));
   BOOST_TEST(seen.losses > 0, "some waits saw the loss");
+}
+
+BOOST_AUTO_TEST_CASE(with_lock_cancels_a_body_on_this_executor_for_a_loss_fired_on_the_locks_strand) {
+  asio::io_context io(io_threads);
+  observations seen;
+  run_on_threads(io, seen, with_lock_losses_across_threads(&seen));
+  BOOST_TEST(seen.losses > 0, "some bodies were cancelled by a loss");
+  BOOST_TEST(seen.completed > 0, "some bodies ran to their end");
 }
 
 BOOST_AUTO_TEST_CASE(with_lock_on_zk_mutexes_while_the_connection_is_cut) {
