@@ -38,6 +38,8 @@ struct encoded_command {
   std::size_t tail_offset = 0;
 };
 encoded_command encode(command cmd);
+encoded_command encode_eval(const script& s, const command& tail);
+std::pair<std::string, std::size_t> evalsha_wire(const script::data& s, const command& tail);
 
 /// The clock reading of the reply hand-out running on this thread, if any,
 /// else now(): a time early by as long as the hand-out has run, never late.
@@ -45,8 +47,6 @@ encoded_command encode(command cmd);
 /// Redlock round's start (validity runs from it) and command deadlines
 /// (command_timeout is long). Not for a per-master timeout or a wait limit.
 clock::time_point recent_now() noexcept;
-encoded_command encode_eval(const script& s, const command& tail);
-std::pair<std::string, std::size_t> evalsha_wire(const script::data& s, const command& tail);
 
 // For dlock's own locks, which call from the connection's executor with
 // continuations that may run in place (see completion_target).
