@@ -203,6 +203,10 @@ void session::on_session_event(int state) {
   } else if (state == ZOO_EXPIRED_SESSION_STATE || state == ZOO_AUTH_FAILED_STATE) {
     if (state == ZOO_AUTH_FAILED_STATE) auth_failed_ = true;
     handle_dead_ = true;  // closed and re-opened after the C call returns
+    // No session now: a recipe's "still our session?" check must fail from
+    // here on. Until the reopened handle connects, it would otherwise pass,
+    // and the request would go out on the next session.
+    session_id_ = 0;
     lost_timer_.cancel();
     if (fsm_.on_expired()) set_state_changed();
     if (auth_failed_) complete_connect_waiters(make_error_code(error::auth_failed));

@@ -1,6 +1,7 @@
 // dlock::zk::client against a real ZooKeeper (DLOCK_ZK_HOSTS): every
 // operation's success and error paths, watches, cancellation, pipelining,
 // completion tokens and threads.
+#include "common/zk.hpp"
 #include "common/zk_cutting_proxy.hpp"
 #include "integration/zk_client_support.hpp"
 
@@ -10,9 +11,11 @@
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/experimental/parallel_group.hpp>
 #include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_future.hpp>
 #include <boost/test/unit_test.hpp>
 
@@ -21,9 +24,12 @@
 #include <chrono>
 #include <cstdint>
 #include <future>
+#include <memory>
 #include <set>
 #include <stdexcept>
 #include <thread>
+#include <utility>
+#include <vector>
 
 using namespace dlock;
 using dlock::test::run_coroutine;
@@ -407,6 +413,48 @@ asio::awaitable<void> resume_an_ended_session() {
   co_await late.close();
 }
 
+// After an expiry, until the next session is established, the client has no
+// session: session_id() is 0, never the ended session's. Recipes compare it
+// with the session their node belongs to before each delete; the ended id
+// would let a request go out on the next session (another's node by then).
+asio::awaitable<void> record_states(zk::client* c, std::shared_ptr<std::vector<std::pair<session_state, std::int64_t>>> seen) {
+  for (;;) {
+    auto [ec, state] = co_await c->wait_state_change(tuple);
+    if (ec) co_return;
+    seen->emplace_back(state, c->session_id());
+    if (state == session_state::connected) co_return;  // the next session
+  }
+}
+
+asio::awaitable<void> no_session_id_between_expiry_and_the_next_session() {
+  auto executor = co_await asio::this_coro::executor;
+  auto options = dlock::test::zk_options(dlock::test::zk_hosts());
+  zk::client c(executor, options);
+  co_await c.connect();
+  const std::int64_t ended = c.session_id();
+  auto seen = std::make_shared<std::vector<std::pair<session_state, std::int64_t>>>();
+  asio::co_spawn(executor, record_states(&c, seen), asio::detached);
+  BOOST_REQUIRE(co_await dlock::test::expire_session(c, options));
+  for (int i = 0; i < 1000 && (seen->empty() || seen->back().first != session_state::connected); ++i) {
+    asio::steady_timer pause(executor, std::chrono::milliseconds(10));
+    co_await pause.async_wait(tuple);
+  }
+  BOOST_REQUIRE(!seen->empty());
+  BOOST_TEST((seen->back().first == session_state::connected), "a new session was established");
+  // Before the expiry, the twin that forces it may steal the session for a
+  // moment: suspended and reconnected, the same session. From `lost` on, it
+  // is over.
+  bool saw_lost = false;
+  for (auto [state, id] : *seen) {
+    BOOST_TEST_MESSAGE(zk::to_string(state) << ": session 0x" << std::hex << id);
+    saw_lost = saw_lost || state == session_state::lost;
+    if (saw_lost) BOOST_TEST(id != ended, zk::to_string(state) << " with the ended session's id");
+  }
+  BOOST_TEST(saw_lost);
+  BOOST_TEST(c.session_id() != 0);
+  co_await c.close();
+}
+
 // A check that throws out of a test coroutine, before its close, with the
 // client owned by the test case: run_coroutine must report the failure, not
 // keep running the io_context the open session keeps busy.
@@ -439,6 +487,11 @@ BOOST_AUTO_TEST_CASE(a_close_whose_probe_loses_its_connection_still_ends_the_ses
 BOOST_AUTO_TEST_CASE(resuming_an_ended_session_fails_at_once_without_reopen) {
   asio::io_context io;
   run_coroutine(io, resume_an_ended_session());
+}
+
+BOOST_AUTO_TEST_CASE(no_session_id_between_an_expiry_and_the_next_session) {
+  asio::io_context io;
+  run_coroutine(io, no_session_id_between_expiry_and_the_next_session());
 }
 
 BOOST_AUTO_TEST_CASE(a_coroutine_that_throws_before_closing_its_client_is_reported_not_hung) {

@@ -311,7 +311,9 @@ class client {
   // --- Session facts (safe from any thread) ---
   /// The session's state now (see `wait_state_change`).
   session_state state() const noexcept;
-  /// The current session's id (0 before the first session); compare with a node's `ephemeral_owner`.
+  /// The current session's id; compare with a node's `ephemeral_owner`. 0
+  /// while there is none: before the first session, and from an expiry until
+  /// the next session is established.
   std::int64_t session_id() const noexcept;
   /// The current session's password (to resume it elsewhere).
   std::string session_password() const;
