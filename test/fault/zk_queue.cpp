@@ -406,7 +406,10 @@ asio::awaitable<void> ack_across_expiry(std::string path) {
 // the connection, and A stays cut off while its session ends. A cannot know
 // whether its delete landed (it did): the ack must say so, never `lost`
 // ("the item went back to the queue": here nobody would take it again).
-asio::awaitable<void> ack_applied_then_expired(std::string path) {
+// Cut off for longer than the retries' budget (about 3 s), the ack must not
+// give up with a connection loss either: acking again would find the claim
+// gone with the session and say `lost`.
+asio::awaitable<void> ack_applied_then_expired(std::string path, std::chrono::milliseconds cut_off) {
   auto ex = co_await asio::this_coro::executor;
   dlock::test::zk_cutting_proxy proxy(dlock::test::zk_hosts());
   zk::client a(ex, through(proxy, 10s)), b(ex, direct());
@@ -416,7 +419,7 @@ asio::awaitable<void> ack_applied_then_expired(std::string path) {
   co_await qa.offer("job");
   zk::claimed_item claimed = co_await qa.take_claimed();
   proxy.cut_after(dlock::test::zk_opcode::remove, 50ms);
-  proxy.refuse_for(1500ms);
+  proxy.refuse_for(cut_off);
   auto acked = std::make_shared<outcome_of<>>();
   auto id = a.session_id();
   auto password = a.session_password();
@@ -468,7 +471,11 @@ BOOST_AUTO_TEST_CASE(an_ack_retried_across_the_end_of_its_session_deletes_nothin
 }
 
 BOOST_AUTO_TEST_CASE(an_ack_whose_delete_landed_before_its_session_ended_is_uncertain_not_lost) {
-  run_case(ack_applied_then_expired("/" + dlock::test::unique_name("dlock-queue-ack-landed")));
+  run_case(ack_applied_then_expired("/" + dlock::test::unique_name("dlock-queue-ack-landed"), 1500ms));
+}
+
+BOOST_AUTO_TEST_CASE(an_ack_cut_off_past_its_retries_waits_for_its_session_to_settle_it) {
+  run_case(ack_applied_then_expired("/" + dlock::test::unique_name("dlock-queue-ack-long"), 6s));
 }
 
 BOOST_AUTO_TEST_CASE(a_lost_removal_reply_is_reported_never_silent) {

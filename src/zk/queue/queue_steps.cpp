@@ -50,28 +50,34 @@ asio::awaitable<std::tuple<error_code, std::string, stat>> read_item(client& zk,
 }
 
 namespace {
-// One try at the delete, on the claim's session only. A try that failed
-// retryably (a connection loss) was perhaps applied: `unanswered` keeps that.
-asio::awaitable<std::tuple<error_code>> delete_once(client& zk, std::string node, std::int64_t session,
-                                                    bool& unanswered) {
-  if (zk.session_id() != session) co_return std::tuple{make_error_code(dlock::error::lost)};
-  auto [ec] = co_await zk.remove(node, -1, uncancellable());
-  if (is_retryable(ec)) unanswered = true;
-  co_return std::tuple{ec};
+// Disconnected longer than the session timeout (the servers have likely
+// expired it), or closed: retrying on this session would wait for nothing.
+bool session_over(client& zk) {
+  auto state = zk.state();
+  return state == session_state::lost || state == session_state::closed;
 }
 }  // namespace
 
 asio::awaitable<error_code> delete_on_session(client& zk, retry_policy policy, std::string node,
                                               std::int64_t session) {
-  bool unanswered = false;
-  auto remove = [&zk, &node, session, &unanswered] { return delete_once(zk, node, session, unanswered); };
-  auto [ec] = co_await with_retries(policy, on_cancel::ignore, std::move(remove));
-  if (!ec || ec == error::no_node) co_return error_code{};
-  // The session ended (or another final error) after a try whose reply was
-  // lost: that try may have deleted the node. Saying `lost` would claim it
-  // is still there.
-  if (unanswered && !is_retryable(ec)) co_return make_error_code(dlock::error::removal_uncertain);
-  co_return ec;
+  retry_counter retries(policy);
+  bool unanswered = false;  // a try failed to a connection loss: it may have landed
+  for (;;) {
+    // Saying `lost` ("the node is still there") after an unanswered try
+    // could hide a delete that landed.
+    if (zk.session_id() != session)
+      co_return make_error_code(unanswered ? dlock::error::removal_uncertain : dlock::error::lost);
+    if (unanswered && session_over(zk)) co_return make_error_code(dlock::error::removal_uncertain);
+    auto [ec] = co_await zk.remove(node, -1, uncancellable());
+    if (!ec || ec == error::no_node) co_return error_code{};
+    if (!is_retryable(ec)) co_return unanswered ? make_error_code(dlock::error::removal_uncertain) : ec;
+    unanswered = true;
+    // From here only this session can settle it: retried while it may live
+    // (about a session timeout at most), never given up while a retry could
+    // still tell.
+    retries.count_failure();
+    co_await pause(retries.delay(), on_cancel::ignore);
+  }
 }
 
 }  // namespace dlock::zk::detail

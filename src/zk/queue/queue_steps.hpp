@@ -60,9 +60,10 @@ asio::awaitable<std::tuple<error_code, std::string, stat>> read_item(client& zk,
 /// the session is gone, so is the claim, and the same path on a later session
 /// may be another consumer's (then `dlock::error::lost`, nothing sent). The
 /// check runs on the strand right before the request goes out, so no request
-/// reaches a newer session. A node already gone counts as deleted. If the
-/// retries end on a final error after a try whose reply was lost (that try
-/// may have landed): `dlock::error::removal_uncertain`.
+/// reaches a newer session. A node already gone counts as deleted. After a
+/// connection loss it retries for as long as the session may live (until it
+/// expires, or is `lost` or closed); if it ends first, the lost try may have
+/// landed: `dlock::error::removal_uncertain`.
 asio::awaitable<error_code> delete_on_session(client& zk, retry_policy policy, std::string node,
                                               std::int64_t session);
 
