@@ -50,14 +50,13 @@ auto run_with_lock(Lock* lock, Body body) -> std::invoke_result_t<Body&> {
   namespace ex = asio::experimental;
 
   co_await lock->acquire(asio::use_awaitable);
-  auto executor = co_await asio::this_coro::executor;
-  // Whichever ends first cancels the other: a loss cancels the body, the
-  // body's end cancels the wait for a loss. Both complete, and are cancelled,
-  // on one strand: a cancellation slot is not thread-safe, and on an
-  // io_context run by several threads a loss (told on the lock's strand)
-  // would otherwise cancel the body while the body's own operation
-  // completes on another thread.
-  auto serial = asio::make_strand(executor);
+  // This coroutine runs on a strand (see with_lock). Whichever ends first
+  // cancels the other: a loss cancels the body, the body's end cancels the
+  // wait for a loss. Both complete, and are cancelled, on this strand: a
+  // cancellation slot is not thread-safe, and on an io_context run by several
+  // threads a loss (told on the lock's strand) would otherwise cancel the
+  // body while the body's own operation completes on another thread.
+  auto serial = co_await asio::this_coro::executor;
   auto group = ex::make_parallel_group(asio::co_spawn(serial, body(), asio::bind_executor(serial, asio::deferred)),
                                        lock->loss().wait(asio::bind_executor(serial, asio::deferred)));
   std::exception_ptr failure;
@@ -115,10 +114,11 @@ auto run_with_lock(Lock* lock, Body body) -> std::invoke_result_t<Body&> {
 /// @par Handler signature
 /// `void(std::exception_ptr, T)`, or `void(std::exception_ptr)` when `T` is `void`.
 /// @par Executor
-/// The acquire and the release run in one coroutine on the handler's
-/// associated executor (else the lock's); the handler is called there. The
-/// body runs on a strand of that executor, so a loss can cancel it safely
-/// when the io_context runs on several threads.
+/// The acquire, the body and the release run on a new strand of the
+/// handler's associated executor (else the lock's), so that a loss can cancel
+/// the body safely when the io_context runs on several threads; the handler
+/// is called on its associated executor. Work the body spawns on its own
+/// executor (`this_coro::executor`) runs on that strand too: one at a time.
 /// @par Cancellation
 /// Terminal, from the handler's slot: cancels the acquire or the body. The
 /// release is never cancelled: it runs to completion even after the caller
@@ -131,7 +131,9 @@ auto with_lock(Lock& lock, Body body, CompletionToken&& token = {}) {
   return asio::async_initiate<CompletionToken, detail::with_lock_signature<Body>>(
       [](auto handler, Lock* l, Body b) {
         asio::any_io_executor executor = asio::get_associated_executor(handler, l->get_executor());
-        asio::co_spawn(executor, detail::run_with_lock(l, std::move(b)), std::move(handler));
+        // On a strand of it, so that the group inside and its cancellation
+        // (the caller's too) all run in one place.
+        asio::co_spawn(asio::make_strand(executor), detail::run_with_lock(l, std::move(b)), std::move(handler));
       },
       token, &lock, std::move(body));
 }
