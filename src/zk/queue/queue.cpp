@@ -127,6 +127,10 @@ asio::awaitable<std::tuple<error_code, std::string>> take_body(queue_state_ptr q
       auto [watch_ec, items] = co_await watch_items(*q->zk, q->options.retry, q->path, changed);
       if (watch_ec) co_return std::tuple{watch_ec, std::string{}};
       if (items.empty()) {
+        // A cancel that came between steps (say, take_for's deadline while
+        // the listing was out) is only recorded: a watch started now would
+        // never hear it, and an empty queue would keep the take forever.
+        if (co_await cancelled()) co_return std::tuple{make_error_code(asio::error::operation_aborted), std::string{}};
         auto [wait_ec, event] = co_await changed.wait(with_ec);
         if (wait_ec) co_return std::tuple{wait_ec, std::string{}};
         continue;

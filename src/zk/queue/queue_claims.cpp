@@ -141,6 +141,8 @@ asio::awaitable<claim_result> take_claimed_body(queue_state_ptr q) {
     if (claims_ec) co_return claim_result{claims_ec, {}};
     auto [claim_ec, found, item] = co_await claim_first(q, std::move(items), std::move(claims));
     if (claim_ec || found) co_return claim_result{claim_ec, std::move(item)};
+    // A cancel that came between steps is only recorded: the waits below would never hear it.
+    if (co_await cancelled()) co_return claim_result{make_error_code(asio::error::operation_aborted), {}};
     auto [order, items_ec, items_event, claims_wait_ec, claims_event] =
         co_await asio::experimental::make_parallel_group(items_changed.wait(asio::deferred),
                                                          claims_changed.wait(asio::deferred))
