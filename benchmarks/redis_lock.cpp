@@ -147,9 +147,13 @@ struct dlock_shared {
   asio::steady_timer all_done;  // cancelled by the last client
 };
 
+// Scenarios named *_fenced run with fencing (the acquire is a script that
+// also increments the key's counter); the others without, like the raw loop.
+bool fenced(const std::string& name) { return name.ends_with("_fenced"); }
+
 asio::awaitable<void> dlock_client(redis::connection& c, std::string key, int rounds,
-                                   std::shared_ptr<dlock_shared> shared) {
-  redis::lock l(c, key);
+                                   std::shared_ptr<dlock_shared> shared, bool fencing) {
+  redis::lock l(c, key, {.fencing = fencing});
   for (int i = 0; i < rounds; ++i) {
     auto begin = bench_clock::now();
     auto [acquire_ec] = co_await l.try_acquire(tuple_token);
@@ -168,7 +172,7 @@ asio::awaitable<void> dlock_run(target t, int clients, int rounds, std::string n
   redis::connection c(ex, o);
   co_await c.connect();
   {  // warm the script cache, as the raw run's SCRIPT LOAD does
-    redis::lock warm(c, unique_key("warm-" + name, 0));
+    redis::lock warm(c, unique_key("warm-" + name, 0), {.fencing = fenced(name)});
     co_await warm.try_acquire();
     co_await warm.release();
   }
@@ -177,7 +181,8 @@ asio::awaitable<void> dlock_run(target t, int clients, int rounds, std::string n
   auto before = c.stats();
   shared->rec.start();
   for (int i = 0; i < clients; ++i)
-    asio::co_spawn(ex, dlock_client(c, unique_key("dlock-" + name, i), rounds, shared), asio::detached);
+    asio::co_spawn(ex, dlock_client(c, unique_key("dlock-" + name, i), rounds, shared, fenced(name)),
+                   asio::detached);
   co_await shared->all_done.async_wait(tuple_token);
   shared->rec.stop();
   auto after = c.stats();
@@ -210,6 +215,11 @@ int main() {
   for (int round = 0; round < 3; ++round) {
     run_one(&raw_run, t, concurrent_clients, dlock::bench::scaled(concurrent_ops_each), "redis_concurrent");
     run_one(&dlock_run, t, concurrent_clients, dlock::bench::scaled(concurrent_ops_each), "redis_concurrent");
+  }
+  // Fencing's cost: the same single-client loop with and without it, alternating.
+  for (int round = 0; round < 3; ++round) {
+    run_one(&dlock_run, t, 1, dlock::bench::scaled(single_ops), "redis_single_unfenced");
+    run_one(&dlock_run, t, 1, dlock::bench::scaled(single_ops), "redis_single_fenced");
   }
   return 0;
 }

@@ -269,8 +269,12 @@ asio::awaitable<std::vector<std::shared_ptr<redis::connection>>> connect_all(
   co_return masters;
 }
 
-redis::redlock_options bench_options() {
+// Scenarios named *_fenced run with fencing; the others without, like the raw loop.
+bool fenced(const std::string& bench) { return bench.ends_with("_fenced"); }
+
+redis::redlock_options bench_options(bool fencing) {
   redis::redlock_options o;
+  o.fencing = fencing;
   o.ttl = std::chrono::milliseconds(10000);
   o.master_timeout = std::chrono::milliseconds(50);
   o.retry_count = 0;
@@ -278,8 +282,8 @@ redis::redlock_options bench_options() {
 }
 
 asio::awaitable<void> lock_loop(asio::any_io_executor ex, std::vector<std::shared_ptr<redis::connection>> masters,
-                                std::string key, int ops, dlock_run* run) {
-  redis::redlock l(ex, masters, key, bench_options());
+                                std::string key, int ops, dlock_run* run, bool fencing) {
+  redis::redlock l(ex, masters, key, bench_options(fencing));
   for (int i = 0; i < ops; ++i) {
     auto t0 = bench_clock::now();
     auto acquire = l.acquire(tuple_token);
@@ -329,7 +333,7 @@ asio::awaitable<void> dlock_scenario(asio::any_io_executor ex, std::vector<std::
   // Warm-up: loads the scripts and the connection buffers.
   {
     dlock_run warm;
-    co_await lock_loop(ex, masters, prefix + "warm", 50, &warm);
+    co_await lock_loop(ex, masters, prefix + "warm", 50, &warm, fenced(bench));
   }
   run->clients = clients;
   run->all_done.emplace(ex, asio::steady_timer::time_point::max());
@@ -338,7 +342,8 @@ asio::awaitable<void> dlock_scenario(asio::any_io_executor ex, std::vector<std::
     if (sequential)
       asio::co_spawn(ex, sequential_loop(masters, prefix + std::to_string(c), ops_each, run), asio::detached);
     else
-      asio::co_spawn(ex, lock_loop(ex, masters, prefix + std::to_string(c), ops_each, run), asio::detached);
+      asio::co_spawn(ex, lock_loop(ex, masters, prefix + std::to_string(c), ops_each, run, fenced(bench)),
+                     asio::detached);
   }
   if (run->finished < clients) {
     auto op = run->all_done->async_wait(tuple_token);
@@ -384,6 +389,11 @@ int main() {
     for (int round = 0; round < 3; ++round) {  // alternating, so a burst of load hits both
       run_raw("redlock_5_concurrent", five, concurrent_clients, dlock::bench::scaled(concurrent_ops_each));
       run_dlock("redlock_5_concurrent", five, concurrent_clients, dlock::bench::scaled(concurrent_ops_each));
+    }
+    // Fencing's cost: the same loop with and without it, alternating.
+    for (int round = 0; round < 3; ++round) {
+      run_dlock("redlock_5_unfenced", five, 1, dlock::bench::scaled(sequential_ops));
+      run_dlock("redlock_5_fenced", five, 1, dlock::bench::scaled(sequential_ops));
     }
     // Pauses two masters: only when the scenario is wanted (a narrowed run,
     // such as benchmarks/run --peers, must not stop servers for nothing).

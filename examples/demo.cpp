@@ -1,6 +1,7 @@
 // The demo scripts/demo runs: workers contend for a ZooKeeper mutex, a Redis
 // lock and a Redlock, printing who holds what; then locks are lost, once to
 // an expired ZooKeeper session (fencing tokens stop the late holder), once to
+// a Redis holder paused past its TTL (redis::fenced_set refuses its write), once to
 // a stopped Redis master (the holder's work is cancelled), and Redlock keeps
 // working with that master down.
 //
@@ -10,6 +11,7 @@
 #include "example_support.hpp"
 
 #include <dlock/redis/connection.hpp>
+#include <dlock/redis/fenced.hpp>
 #include <dlock/redis/lock.hpp>
 #include <dlock/redis/redlock.hpp>
 #include <dlock/with_lock.hpp>
@@ -274,6 +276,36 @@ asio::awaitable<void> redis_master_stops(masters_t masters) {
   conn.close();
 }
 
+// ---- A Redis holder paused past its TTL; its fencing token stops its write
+
+asio::awaitable<dlock::error_code> fenced_write(redis::connection& conn, const std::string& key, const char* who,
+                                                std::int64_t token) {
+  auto [ec] = co_await redis::fenced_set(conn, key, who, token, asio::as_tuple(asio::deferred));
+  if (!ec) std::printf("[redis]   %s writes %s with fencing token %lld\n", who, key.c_str(), static_cast<long long>(token));
+  co_return ec;
+}
+
+asio::awaitable<void> redis_paused_holder(redis::connection& conn) {
+  std::printf("-- a Redis holder is paused past its TTL (1 s), then writes\n");
+  auto key = run_id + "-fenced", resource = run_id + "-orders";
+  redis::lock ann(conn, key, {.ttl = 1s}), bob(conn, key, {.ttl = 1s});
+  co_await ann.acquire();
+  auto ann_token = ann.fencing_token();
+  example::check(!co_await fenced_write(conn, resource, "ann", ann_token), "ann writes while she holds");
+  std::printf("[redis]   ann is paused (a long GC, say) for 1.5 s\n");
+  co_await example::sleep_for(1500ms);
+  co_await bob.acquire();
+  example::check(bob.fencing_token() > ann_token, "bob's token is larger");
+  example::check(!co_await fenced_write(conn, resource, "bob", bob.fencing_token()), "bob writes");
+  auto late = co_await fenced_write(conn, resource, "ann", ann_token);
+  example::check(late == dlock::error::stale_token, "ann's late write is refused");
+  std::printf("[redis]   ann resumes and writes with token %lld: refused (%s)\n", static_cast<long long>(ann_token),
+              late.message().c_str());
+  co_await bob.release();
+  auto [ec] = co_await ann.release(asio::as_tuple(asio::deferred));
+  std::printf("[redis]   ann's release: %s\n", ec ? ec.message().c_str() : "ok");
+}
+
 asio::awaitable<void> demo() {
   auto executor = co_await asio::this_coro::executor;
   zk::client session(executor, example::zk_options());
@@ -283,6 +315,7 @@ asio::awaitable<void> demo() {
               example::env_or("DLOCK_REDIS_MASTERS", "127.0.0.1:6379").c_str());
   co_await contention(session, masters);
   co_await zk_session_loss(session);
+  co_await redis_paused_holder(*masters.front());
   co_await redis_master_stops(masters);
   for (auto& master : masters) master->close();
   co_await session.close();

@@ -27,6 +27,9 @@ class category final : public boost::system::error_category {
       case error::in_progress:
         return "another operation on this lock object has not finished yet (one operation at a time: "
                "await the previous acquire or release first)";
+      case error::stale_token:
+        return "the write carried a fencing token lower than one already seen: a later holder of the lock "
+               "has written since, so this holder's lock had expired";
     }
     return "unknown dlock error " + std::to_string(value);
   }

@@ -28,6 +28,8 @@ enum class error {
                          ///< or may be delivered again (an ack's delete)
   in_progress,           ///< another operation on this lock object (an acquire or a release)
                          ///< has not finished yet: one operation at a time
+  stale_token,           ///< a fenced write carried a fencing token lower than one the
+                         ///< resource has already seen: a later holder has written since
 };
 
 /// The category of `dlock::error` (name "dlock").

@@ -61,8 +61,9 @@ concept lockable = basic_lockable<Lock> &&
       { const_lock.name() } -> std::convertible_to<std::string_view>;
     };
 
-/// A lock whose backend gives each hold a fencing token that only grows
-/// (ZooKeeper's creation zxid); 0 when nothing is held. Redis has none.
+/// A lock that gives each hold a fencing token that only grows from one hold
+/// to the next (ZooKeeper: the node's creation zxid; Redis: a counter kept
+/// beside the key); 0 when nothing is held.
 template <class Lock>
 concept fenced_lockable = lockable<Lock> && requires(const Lock& lock) {
   { lock.fencing_token() } noexcept -> std::same_as<std::int64_t>;

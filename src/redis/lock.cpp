@@ -153,6 +153,7 @@ asio::any_io_executor lock::get_executor() const noexcept { return state_->execu
 bool lock::held() const noexcept { return state_->hold.held(); }
 std::chrono::milliseconds lock::validity() const noexcept { return state_->hold.validity(); }
 const std::string& lock::token() const noexcept { return state_->hold.token(); }
+std::int64_t lock::fencing_token() const noexcept { return state_->hold.fencing_token(); }
 const std::string& lock::key() const noexcept { return state_->key; }
 const lock_options& lock::options() const noexcept { return state_->opts; }
 lock_loss& lock::loss() noexcept { return state_->hold.loss(); }

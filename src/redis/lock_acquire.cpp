@@ -6,6 +6,7 @@
 
 #include "detail/completion.hpp"
 #include "redis/engine/replies.hpp"
+#include "redis/engine/scripts.hpp"
 
 namespace dlock::redis::detail {
 namespace {
@@ -16,13 +17,24 @@ void act(acquire_op&& op, acquire_action action);
 
 double unit_random(lock_state& s) { return std::uniform_real_distribution<double>(0.0, 1.0)(s.random); }
 
+// With fencing, one script sets the key and counts the hold in one step.
+encoded_command attempt_command(const lock_state& s, const std::string& token) {
+  if (s.opts.fencing) {
+    auto ttl = std::to_string(s.opts.ttl.count());
+    return encode_eval(fenced_acquire_script(),
+                       connection::eval_tail({std::string_view(s.key), std::string_view(s.counter_key)},
+                                             {std::string_view(token), std::string_view(ttl)}));
+  }
+  command set{"SET", s.key, token, "NX", "PX"};
+  set.arg(s.opts.ttl.count());
+  return encode(std::move(set));
+}
+
 void send_attempt(acquire_op&& op) {
   auto s = op.s;
   op.token = make_token();
   op.sent = steady_clock::now();
-  command set{"SET", s->key, op.token, "NX", "PX"};
-  set.arg(s->opts.ttl.count());
-  auto wire = encode(std::move(set));  // before `op` is moved
+  auto wire = attempt_command(*s, op.token);  // before `op` is moved
   connection_access::submit(*s->conn, std::move(wire), std::move(op));
 }
 
@@ -63,10 +75,17 @@ void act(acquire_op&& op, acquire_action action) {
   }
 }
 
-// What the SET's answer means: empty when the key is now ours.
-error_code attempt_failure(error_code ec, const reply& answer) {
+// What the attempt's answer means: empty when the key is now ours (and,
+// with fencing, `fencing_token` set).
+error_code attempt_failure(const lock_state& s, error_code ec, const reply& answer, std::int64_t& fencing_token) {
   if (ec) return ec;
-  switch (interpret_set(answer)) {
+  auto outcome = interpret_set(answer);
+  if (s.opts.fencing) {
+    auto fenced = interpret_fenced_set(answer);
+    outcome = fenced.outcome;
+    fencing_token = fenced.fencing_token;
+  }
+  switch (outcome) {
     case set_outcome::acquired: return {};
     case set_outcome::taken: return dlock::error::taken;
     case set_outcome::unexpected: break;
@@ -74,19 +93,23 @@ error_code attempt_failure(error_code ec, const reply& answer) {
   return redis::error::protocol_error;
 }
 
-void begin_hold(const std::shared_ptr<lock_state>& s, std::string token, steady_time sent);
+void begin_hold(const std::shared_ptr<lock_state>& s, std::string token, steady_time sent, std::int64_t fencing_token);
 
 }  // namespace
 
 void acquire_op::operator()(error_code ec, reply answer) {
-  auto failure = attempt_failure(ec, answer);
+  // A fenced attempt's script was not run (the server's script cache was
+  // flushed): nothing was set, send it again.
+  if (not_run(ec) && !s->destroyed && ++sends < max_cleanup_sends) return send_attempt(std::move(*this));
+  std::int64_t fencing_token = 0;
+  auto failure = attempt_failure(*s, ec, answer, fencing_token);
   bool may_have_landed = !failure || (ec && set_outcome_unknown(ec));
   if (s->destroyed) {  // the lock is gone: nobody would release what it took
     auto action = machine.cancel();
     action.delete_attempt = may_have_landed;
     return act(std::move(*this), action);
   }
-  if (!failure) begin_hold(s, token, sent);
+  if (!failure) begin_hold(s, token, sent, fencing_token);
   double random = failure ? unit_random(*s) : 0.0;  // only a retry's pause needs it
   auto action = machine.attempt_decided(failure, may_have_landed, steady_clock::now(), random);
   act(std::move(*this), action);
@@ -121,8 +144,9 @@ namespace {
 // runs out; with it, one extension every ttl * extend_fraction.
 asio::awaitable<error_code> extend_step(std::weak_ptr<lock_state> weak);
 
-void begin_hold(const std::shared_ptr<lock_state>& s, std::string token, steady_time sent) {
-  s->hold.begin(std::move(token), sent, s->opts.ttl);
+void begin_hold(const std::shared_ptr<lock_state>& s, std::string token, steady_time sent,
+                std::int64_t fencing_token) {
+  s->hold.begin(std::move(token), sent, s->opts.ttl, fencing_token);
   if (!s->opts.auto_extend) return;
   auto_extend_settings settings{s->opts.ttl, s->opts.extend_fraction, s->opts.max_hold};
   std::weak_ptr<lock_state> weak = s;
@@ -163,7 +187,7 @@ void begin_acquire(std::shared_ptr<lock_state> s, bool retry, std::optional<std:
   acquire_machine machine(acquire_policy{retry, false},
                           retry_schedule(-1, s->opts.retry_delay, s->opts.retry_jitter, deadline));
   auto first = machine.start(s->cleanups_in_flight > 0);
-  act(acquire_op{s, machine, dlock::detail::op_base<void(error_code)>(std::move(h)), in_place, {}, {}}, first);
+  act(acquire_op{s, machine, dlock::detail::op_base<void(error_code)>(std::move(h)), in_place, {}, {}, 0}, first);
 }
 
 }  // namespace dlock::redis::detail

@@ -10,6 +10,7 @@
 #include "detail/op_base.hpp"
 #include "redis/engine/acquire_machine.hpp"
 #include "redis/engine/hold.hpp"
+#include "redis/engine/scripts.hpp"
 #include "redis/token.hpp"
 
 #include <boost/asio/awaitable.hpp>
@@ -33,6 +34,7 @@ struct acquire_op {
   bool in_place;      // the caller runs on the lock's executor
   std::string token;  // the attempt's, fresh for each
   steady_time sent{};
+  int sends = 0;  // of this attempt's script, which a NOSCRIPT sends again
 
   using cancellation_slot_type = asio::cancellation_slot;
   cancellation_slot_type get_cancellation_slot() const noexcept { return op.handler_slot(); }
@@ -46,6 +48,7 @@ struct lock_state : std::enable_shared_from_this<lock_state> {
       : conn(std::move(c)),
         executor(conn->executor()),
         key(std::move(k)),
+        counter_key(o.fencing ? fencing_counter_key(key) : std::string()),
         opts(o),
         hold(executor, drift_rule{o.drift_factor, o.drift_extra}),
         retry_pause(executor),
@@ -59,6 +62,7 @@ struct lock_state : std::enable_shared_from_this<lock_state> {
   std::shared_ptr<connection_impl> conn;
   asio::any_io_executor executor;
   std::string key;
+  std::string counter_key;  // with fencing: the key's companion counter
   lock_options opts;
   // One operation at a time: at most one of these is true (or holding()).
   bool acquiring = false;
@@ -84,10 +88,6 @@ void begin_acquire(std::shared_ptr<lock_state> s, bool retry, std::optional<std:
 void stop_waiting(const std::shared_ptr<lock_state>& s);
 /// The last cleanup in flight was answered: a waiting acquire goes on.
 void resume_waiting(const std::shared_ptr<lock_state>& s);
-
-// lock.cpp
-/// One compare-and-PEXPIRE of the held token; renews the hold on success.
-asio::awaitable<error_code> extend_held(std::shared_ptr<lock_state> s, std::chrono::milliseconds ttl);
 
 // lock.cpp
 /// One compare-and-PEXPIRE of the held token; renews the hold on success.

@@ -7,7 +7,12 @@
 //  3. The attempt is won when a majority (N/2 + 1) said yes while validity
 //     is left: ttl - (now - start) - drift (engine/round.hpp, timing.hpp).
 //     It is lost the moment a majority is out of reach.
-//  4. Won: the lock is held for that validity (engine/hold.hpp).
+//  4. With fencing, each master's SET is a script that also counts the hold
+//     on the key's counter; the round waits until the counters it saw cover
+//     a majority, takes the largest as the token, and writes it back to the
+//     masters behind it until a majority holds it (engine/round.hpp has the
+//     argument).
+//  5. Won: the lock is held for that validity (engine/hold.hpp).
 //     Lost: delete the token on every master (a SET may have landed without
 //     its yes reaching us), pause a random delay, try again, until the
 //     retries or the wait run out (engine/acquire_machine.hpp decides).
@@ -19,6 +24,7 @@
 
 #include "detail/op_base.hpp"
 #include "redis/engine/acquire_machine.hpp"
+#include "redis/engine/replies.hpp"
 #include "redis/token.hpp"
 
 #include <dlock/log.hpp>
@@ -35,21 +41,63 @@ using kind = acquire_action::kind;
 
 class lock_op;
 
+/// Step 4's write-back: max(counter, token) on the masters behind the token.
+/// It reports as soon as `needed` of them confirmed (or that they cannot);
+/// without a report function it only raises them, in the background.
+class fencing_write_back final : public fanout {
+ public:
+  using report_function = std::function<void(error_code)>;
+  fencing_write_back(std::shared_ptr<redlock_impl> owner, std::int64_t token, std::size_t needed,
+                     report_function report)
+      : fanout(std::move(owner)), token_(token), needed_(needed), report_(std::move(report)) {}
+
+  void send_to(std::size_t index) {
+    if (!command_) {
+      auto text = std::to_string(token_);
+      command_ = encode_eval(fencing_write_back_script(),
+                             connection::eval_tail({std::string_view(owner_->counter_key)}, {std::string_view(text)}));
+    }
+    ++asked_;
+    send(index, *command_);
+  }
+  void start() {
+    if (asked_ < needed_) return finish(dlock::error::no_quorum);
+    arm_deadline();
+  }
+
+ private:
+  void on_answer(std::size_t, error_code ec, const reply& answer) override {
+    if (!ec && answer.is_integer() && answer.integer() >= token_) ++confirmed_;
+    else ++failed_;
+    if (confirmed_ >= needed_) finish({});
+    else if (asked_ - failed_ < needed_) finish(dlock::error::no_quorum);
+  }
+  void on_deadline() override { finish(dlock::error::no_quorum); }
+  void finish(error_code ec) {
+    if (auto report = std::exchange(report_, nullptr)) report(ec);
+  }
+
+  std::int64_t token_;
+  std::size_t needed_;
+  report_function report_;
+  std::optional<encoded_command> command_;
+  std::size_t asked_ = 0, confirmed_ = 0, failed_ = 0;
+};
+
 /// Step 2 and 3: one attempt, `SET key token NX PX ttl` on every master,
 /// decided by a round.
 class acquire_attempt final : public fanout {
  public:
   acquire_attempt(std::shared_ptr<redlock_impl> owner, std::shared_ptr<lock_op> op)
       : fanout(std::move(owner)),
-        round_(owner_->masters.size(), owner_->options.ttl, owner_->hold_drift(), recent_now()),
+        round_(owner_->masters.size(), owner_->options.ttl, owner_->hold_drift(), recent_now(),
+               owner_->options.fencing),
         op_(std::move(op)),
         token_(make_token()) {}
 
   void start() {
-    command set{"SET", owner_->key, token_, "NX", "PX"};
-    set.arg(owner_->options.ttl.count());
-    auto wire = encode(std::move(set));
-    for (std::size_t i = 0; i < owner_->masters.size(); ++i) send(i, wire);
+    command_ = attempt_command();
+    for (std::size_t i = 0; i < owner_->masters.size(); ++i) send(i, command_);
     arm_deadline();
   }
 
@@ -60,6 +108,9 @@ class acquire_attempt final : public fanout {
   }
 
   const redlock_round& round() const noexcept { return round_; }
+  /// Won: the round, and with fencing the write-back, succeeded.
+  bool won() const noexcept { return round_.state() == round_state::acquired && !write_back_failure_; }
+  error_code failure() const noexcept { return write_back_failure_ ? write_back_failure_ : round_.failure(); }
   const std::string& token() const noexcept { return token_; }
   /// A won attempt's token goes to the hold (a won round releases nothing late).
   std::string take_token() noexcept { return std::move(token_); }
@@ -72,10 +123,16 @@ class acquire_attempt final : public fanout {
     if (!was_decided) decided();
   }
   void decided();
+  void write_back();
+  void written_back(error_code ec);
+  encoded_command attempt_command() const;
 
   redlock_round round_;
   std::shared_ptr<lock_op> op_;
   std::string token_;  // fresh for every attempt
+  encoded_command command_;
+  boost::container::small_vector<bool, 7> resent_;  // after NOSCRIPT, once per master
+  error_code write_back_failure_;
 };
 
 /// One acquire: the acquire machine's actions, until it holds the lock, gives
@@ -110,14 +167,14 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
   void on_decided(acquire_attempt& attempt) {
     if (op_.done() || &attempt != current_.get()) return;
     const auto& round = attempt.round();
-    bool won = round.state() == round_state::acquired;
-    if (won) owner_->begin_hold(attempt.take_token(), round.start());
+    bool won = attempt.won();
+    if (won) owner_->begin_hold(attempt.take_token(), round.start(), round.fencing_token());
     if (!won && dlock::detail::log_enabled(log_level::debug))
       dlock::detail::log(log_level::debug, "redlock " + owner_->key + ": attempt failed (" +
-                                               round.failure().message() + "): " + owner_->last_outcomes());
+                                               attempt.failure().message() + "): " + owner_->last_outcomes());
     // A lost attempt may have set keys whose yes never came back: delete them.
     double random = won ? 0.0 : owner_->random_unit();  // only a retry's pause needs it
-    act(machine_.attempt_decided(won ? error_code() : round.failure(), !won, redlock_clock::now(), random));
+    act(machine_.attempt_decided(won ? error_code() : attempt.failure(), !won, redlock_clock::now(), random));
   }
 
   // The deletes run on handlers of their own: the caller's cancellation never reaches them.
@@ -188,19 +245,54 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
   std::shared_ptr<acquire_attempt> current_;
 };
 
-master_outcome classify(error_code ec, const reply& answer) {
-  if (ec) return master_outcome::failed;
-  if (answer.is_ok()) return master_outcome::ok;
-  if (answer.is_nil()) return master_outcome::taken;
-  return master_outcome::failed;
+struct classified {
+  master_outcome outcome;
+  std::int64_t counter = redlock_round::no_counter;
+};
+
+classified classify(error_code ec, const reply& answer, bool fencing) {
+  if (ec) return {master_outcome::failed};
+  if (fencing) {
+    auto fenced = interpret_redlock_fenced_set(answer);
+    if (fenced.outcome == set_outcome::unexpected) return {master_outcome::failed};
+    auto outcome = fenced.outcome == set_outcome::acquired ? master_outcome::ok : master_outcome::taken;
+    return {outcome, fenced.counter};
+  }
+  if (answer.is_ok()) return {master_outcome::ok};
+  if (answer.is_nil()) return {master_outcome::taken};
+  return {master_outcome::failed};
+}
+
+encoded_command acquire_attempt::attempt_command() const {
+  const auto& o = owner_->options;
+  auto ttl = std::to_string(o.ttl.count());
+  if (o.fencing) {
+    return encode_eval(redlock_fenced_acquire_script(),
+                       connection::eval_tail({std::string_view(owner_->key), std::string_view(owner_->counter_key)},
+                                             {std::string_view(token_), std::string_view(ttl)}));
+  }
+  return encode(command{"SET", owner_->key, token_, "NX", "PX", ttl});
 }
 
 void acquire_attempt::on_answer(std::size_t index, error_code ec, const reply& answer) {
+  bool not_run = ec == redis::error::script_not_run || ec == redis::error::no_script;
+  if (not_run && !deadline_passed()) {  // the script did not run: send it again, once
+    resent_.resize(owner_->masters.size(), false);
+    if (!std::exchange(resent_[index], true)) return send(index, command_);
+  }
   bool was_decided = round_.decided();
+  auto answered = classify(ec, answer, owner_->options.fencing);
   // The time of a deciding answer must not be early: validity is measured
   // to it. A decided round takes no more times (the late ones are free).
-  round_.record(index, classify(ec, answer), was_decided ? redlock_clock::time_point() : redlock_clock::now());
+  round_.record(index, answered.outcome, was_decided ? redlock_clock::time_point() : redlock_clock::now(),
+                answered.counter);
   if (!was_decided && round_.decided()) return decided();
+  // A counter behind the token of a won round, answered after the decision: raise it too.
+  if (was_decided && round_.state() == round_state::acquired && round_.behind(index)) {
+    auto raise = std::make_shared<fencing_write_back>(owner_, round_.fencing_token(), 0, nullptr);
+    raise->send_to(index);
+    raise->start();
+  }
   // A yes after the round failed: release it again (this attempt's token,
   // which no other attempt uses).
   if (round_.needs_late_release(index)) owner_->release_in_background(token_, index);
@@ -208,6 +300,31 @@ void acquire_attempt::on_answer(std::size_t index, error_code ec, const reply& a
 
 void acquire_attempt::decided() {
   owner_->note_outcomes(round_);
+  if (round_.state() == round_state::acquired && owner_->options.fencing) return write_back();
+  if (op_) op_->on_decided(*this);
+}
+
+// Step 4: the masters behind the token are raised to it. The hold begins once
+// a majority holds it; the ones beyond that are raised in the background.
+void acquire_attempt::write_back() {
+  auto at_token = round_.at_token(), quorum = round_.quorum();
+  bool wait = at_token < quorum;
+  fencing_write_back::report_function report;
+  if (wait) {
+    auto self = std::static_pointer_cast<acquire_attempt>(shared_from_this());
+    report = [self](error_code ec) { self->written_back(ec); };
+  }
+  auto raise = std::make_shared<fencing_write_back>(owner_, round_.fencing_token(), wait ? quorum - at_token : 0,
+                                                    std::move(report));
+  for (std::size_t i = 0; i < owner_->masters.size(); ++i)
+    if (round_.behind(i)) raise->send_to(i);
+  raise->start();
+  if (!wait && op_) op_->on_decided(*this);
+}
+
+void acquire_attempt::written_back(error_code ec) {
+  if (!ec && round_.validity(redlock_clock::now()) <= milliseconds::zero()) ec = dlock::error::expired;
+  write_back_failure_ = ec;
   if (op_) op_->on_decided(*this);
 }
 

@@ -25,6 +25,7 @@ redlock_impl::redlock_impl(asio::any_io_executor ex, std::vector<std::shared_ptr
     : executor(std::move(ex)),
       masters(std::move(m)),
       key(std::move(k)),
+      counter_key(o.fencing ? fencing_counter_key(key) : std::string()),
       options(o),
       hold(executor, drift_rule{o.drift_factor, milliseconds(2)}),  // as hold_drift()
       deadline_timer_(executor),
@@ -72,8 +73,8 @@ asio::awaitable<error_code> auto_extend_step(std::weak_ptr<redlock_impl> weak) {
 
 }  // namespace
 
-void redlock_impl::begin_hold(std::string token, redlock_clock::time_point start) {
-  hold.begin(std::move(token), start, options.ttl);
+void redlock_impl::begin_hold(std::string token, redlock_clock::time_point start, std::int64_t fencing_token) {
+  hold.begin(std::move(token), start, options.ttl, fencing_token);
   if (!options.auto_extend) return;
   auto_extend_settings settings{options.ttl, options.extend_fraction, options.max_hold};
   std::weak_ptr<redlock_impl> weak = weak_from_this();

@@ -41,6 +41,7 @@ class redlock_impl : public std::enable_shared_from_this<redlock_impl> {
   std::vector<bool> shares_executor;
   std::vector<std::string> names;  // "host:port", for logs
   std::string key;
+  std::string counter_key;  // with fencing: the key's companion counter
   redlock_options options;
   /// The token, validity, loss signal and auto-extension of the current hold.
   detail::hold hold;
@@ -73,7 +74,7 @@ class redlock_impl : public std::enable_shared_from_this<redlock_impl> {
   /// the hold) releases its keys in the background.
   void attach_hold();
   /// A round (acquire) won with `token`, whose SETs were sent at `start`.
-  void begin_hold(std::string token, redlock_clock::time_point start);
+  void begin_hold(std::string token, redlock_clock::time_point start, std::int64_t fencing_token);
   /// Compare-and-delete of the held token on every master, on handlers that
   /// ignore any caller's cancellation.
   void release_in_background();

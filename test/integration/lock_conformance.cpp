@@ -145,12 +145,21 @@ struct redis_lock_traits {
     co_await b.connection->connect();
     co_return b;
   }
-  static std::shared_ptr<lock_type> make(backend& b, const std::string& name, hold_kind kind) {
+  static redis::lock_options options(hold_kind kind) {
     redis::lock_options o;
     o.ttl = kind == hold_kind::short_lived ? 300ms : 10000ms;
     o.wait = 2000ms;
     o.retry_delay = 20ms;
     o.retry_jitter = 10ms;
+    return o;
+  }
+  static std::shared_ptr<lock_type> make(backend& b, const std::string& name, hold_kind kind) {
+    return std::make_shared<lock_type>(*b.connection, name, options(kind));
+  }
+  // A lock whose plain acquire waits at most `wait` (its own wait option).
+  static std::shared_ptr<lock_type> make_waiting(backend& b, const std::string& name, std::chrono::milliseconds wait) {
+    auto o = options(hold_kind::lasting);
+    o.wait = wait;
     return std::make_shared<lock_type>(*b.connection, name, o);
   }
   static std::string name(const std::string& stem) { return redis_name(stem); }
@@ -174,7 +183,7 @@ struct redlock_traits {
     b.masters = co_await redlock_test::connect_masters(executor);
     co_return b;
   }
-  static std::shared_ptr<lock_type> make(backend& b, const std::string& name, hold_kind kind) {
+  static redis::redlock_options options(hold_kind kind) {
     redis::redlock_options o;
     o.ttl = kind == hold_kind::short_lived ? 1000ms : 10000ms;
     o.master_timeout = 200ms;  // generous: sanitizers on busy cores
@@ -182,6 +191,14 @@ struct redlock_traits {
     o.wait_limit = 2000ms;
     o.retry_delay = 20ms;
     o.retry_jitter = 10ms;
+    return o;
+  }
+  static std::shared_ptr<lock_type> make(backend& b, const std::string& name, hold_kind kind) {
+    return std::make_shared<lock_type>(b.masters.front()->get_executor(), b.masters, name, options(kind));
+  }
+  static std::shared_ptr<lock_type> make_waiting(backend& b, const std::string& name, std::chrono::milliseconds wait) {
+    auto o = options(hold_kind::lasting);
+    o.wait_limit = wait;
     return std::make_shared<lock_type>(b.masters.front()->get_executor(), b.masters, name, o);
   }
   static std::string name(const std::string& stem) { return redis_name(stem); }
@@ -244,10 +261,32 @@ asio::awaitable<void> acquire_and_release(std::string name) {
   BOOST_TEST(std::string(l->name()) == name);
   BOOST_TEST(!co_await outcome(l->acquire(with_ec)));
   BOOST_TEST(l->held());
-  if constexpr (dlock::fenced_lockable<typename T::lock_type>) BOOST_TEST(l->fencing_token() > 0);
+  BOOST_TEST(l->fencing_token() > 0);
   BOOST_TEST(!co_await outcome(l->release(with_ec)));
   BOOST_TEST(!l->held());
   co_await expect_free<T>(b, name, "after a release");
+}
+
+// Every lock fences (Redis: its `fencing` option, on by default): a token
+// while held, none otherwise, and a larger one for each new hold, whoever takes it.
+template <class T>
+asio::awaitable<void> fencing_tokens_grow(std::string name) {
+  auto b = co_await T::open();
+  auto l = T::make(b, name, hold_kind::lasting);
+  auto other = rival<T>(b, name);
+  BOOST_TEST(l->fencing_token() == 0);
+  BOOST_REQUIRE(!co_await outcome(l->acquire(with_ec)));
+  auto first = l->fencing_token();
+  BOOST_TEST(first > 0);
+  BOOST_REQUIRE(!co_await outcome(l->release(with_ec)));
+  BOOST_TEST(l->fencing_token() == 0);
+  BOOST_REQUIRE(!co_await outcome(other->acquire(with_ec)));
+  auto second = other->fencing_token();
+  BOOST_TEST(second > first);
+  BOOST_REQUIRE(!co_await outcome(other->release(with_ec)));
+  BOOST_REQUIRE(!co_await outcome(l->acquire(with_ec)));
+  BOOST_TEST(l->fencing_token() > second);
+  BOOST_REQUIRE(!co_await outcome(l->release(with_ec)));
 }
 
 template <class T>
@@ -276,6 +315,27 @@ asio::awaitable<void> acquire_for_times_out(std::string name) {
   BOOST_TEST((bad == dlock::error::invalid_argument), bad.message());
   BOOST_TEST(!co_await outcome(holder->release(with_ec)));
   co_await expect_free<T>(b, name, "after a timed-out wait");
+}
+
+// The lock's own wait option running out (redis::lock's `wait`, Redlock's
+// `wait_limit`) is the same outcome as acquire_for's. The ZooKeeper locks
+// have no wait of their own: a plain acquire waits until it is granted or
+// cancelled, so there is nothing to run out.
+template <class T>
+asio::awaitable<void> own_wait_times_out(std::string name) {
+  if constexpr (requires(typename T::backend& b) { T::make_waiting(b, name, 300ms); }) {
+    auto b = co_await T::open();
+    auto holder = rival<T>(b, name);
+    BOOST_REQUIRE(!co_await outcome(holder->acquire(with_ec)));
+    auto l = T::make_waiting(b, name, 300ms);
+    auto ec = co_await outcome(l->acquire(with_ec));
+    BOOST_TEST((ec == dlock::error::timed_out), ec.message());
+    BOOST_TEST(!l->held());
+    BOOST_TEST(!co_await outcome(holder->release(with_ec)));
+    co_await expect_free<T>(b, name, "after the lock's own wait ran out");
+  } else {
+    BOOST_TEST_MESSAGE("no wait option of its own: a plain acquire waits until granted or cancelled");
+  }
 }
 
 // Cancels an acquire at a random point, with a random type (terminal or
@@ -417,11 +477,16 @@ asio::awaitable<void> loss_is_told(std::string name) {
   auto l = T::make(b, name, hold_kind::short_lived);
   BOOST_REQUIRE(!co_await outcome(l->acquire(with_ec)));
   auto waiting = l->loss().wait(with_ec);
+  // A plain callback too: held() must already be false when the loss is told.
+  auto held_when_told = std::make_shared<std::optional<bool>>();
+  l->loss().wait([held_when_told, l](error_code) { *held_when_told = l->held(); });
   co_await T::force_loss(b, *l);
   auto reason = co_await outcome(std::move(waiting));
   BOOST_TEST(bool(reason), "loss().wait() completed without a reason");
   BOOST_TEST((reason != asio::error::operation_aborted));
   BOOST_TEST(!l->held(), "held() after the loss was told");
+  for (int i = 0; i < 200 && !held_when_told->has_value(); ++i) co_await sleep_for(10ms);
+  BOOST_TEST((*held_when_told == std::optional<bool>(false)), "held() inside the loss handler");
   auto released = co_await outcome(l->release(with_ec));
   BOOST_TEST((released == reason), "release after a loss: " << released.message() << ", the loss: " << reason.message());
   BOOST_TEST(!co_await outcome(l->release(with_ec)));
@@ -548,8 +613,7 @@ static_assert(movable_by_construction_only<redis::lock>);
 static_assert(movable_by_construction_only<redis::redlock>);
 static_assert(movable_by_construction_only<zk::queue>);  // move-only too: copies would share a cache
 static_assert(dlock::fenced_lockable<zk::mutex> && dlock::fenced_lockable<zk::simple_lock>);
-static_assert(dlock::lockable<redis::lock> && !dlock::fenced_lockable<redis::lock>);
-static_assert(dlock::lockable<redis::redlock> && !dlock::fenced_lockable<redis::redlock>);
+static_assert(dlock::fenced_lockable<redis::lock> && dlock::fenced_lockable<redis::redlock>);
 
 // The lock types, one line each.
 using lock_types = boost::mpl::list<zk_mutex_traits, zk_simple_lock_traits, zk_reader_traits, zk_writer_traits,
@@ -558,10 +622,14 @@ using lock_types = boost::mpl::list<zk_mutex_traits, zk_simple_lock_traits, zk_r
 BOOST_AUTO_TEST_SUITE(lock_conformance)
 
 BOOST_AUTO_TEST_CASE_TEMPLATE(acquire_and_release_, T, lock_types) { run<T>(acquire_and_release<T>); }
+BOOST_AUTO_TEST_CASE_TEMPLATE(fencing_tokens_grow_from_hold_to_hold, T, lock_types) {
+  run<T>(fencing_tokens_grow<T>);
+}
 BOOST_AUTO_TEST_CASE_TEMPLATE(try_acquire_while_held_is_taken, T, lock_types) { run<T>(try_acquire_while_held<T>); }
 BOOST_AUTO_TEST_CASE_TEMPLATE(acquire_for_times_out_leaving_nothing, T, lock_types) {
   run<T>(acquire_for_times_out<T>);
 }
+BOOST_AUTO_TEST_CASE_TEMPLATE(own_wait_times_out_leaving_nothing, T, lock_types) { run<T>(own_wait_times_out<T>); }
 BOOST_AUTO_TEST_CASE_TEMPLATE(cancellation_leaves_nothing, T, lock_types) {
   run<T>(cancellation_at_random_points<T>);
 }

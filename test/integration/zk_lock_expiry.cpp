@@ -212,6 +212,43 @@ asio::awaitable<void> campaign_restarts_on_the_new_session() {
   co_await observer.close();
 }
 
+// A write conditional on holding the lock (mutex::ownership_check) is
+// applied while the lock is held and refused once its session expired,
+// although the holder has not released.
+asio::awaitable<void> conditional_write_fails_once_the_lock_is_lost() {
+  auto ex = co_await asio::this_coro::executor;
+  auto hosts = dlock::test::zk_hosts();
+  zk::client holder_zk(ex, zk_options(hosts, short_session)), observer(ex, zk_options(hosts));
+  co_await holder_zk.connect();
+  co_await observer.connect();
+  auto path = lock_path("conditional");
+  auto data = path + "-data";
+  co_await observer.create(data, "0", zk::create_mode::persistent, with_ec);
+  zk::mutex holder(holder_zk, path);
+  // Named vectors: g++ 12 cannot keep an initializer list in a coroutine frame.
+  std::vector<zk::op> never{holder.ownership_check(), zk::op::set(data, "never")};
+  auto [ec_never, r_never] = co_await holder_zk.multi(never, with_ec);
+  BOOST_CHECK_MESSAGE(ec_never == zk::error::no_node, ec_never.message());
+  co_await holder.acquire();
+  auto check = holder.ownership_check();
+  std::vector<zk::op> while_held{check, zk::op::set(data, "held")};
+  auto [ec_held, r_held] = co_await holder_zk.multi(while_held, with_ec);
+  BOOST_CHECK_MESSAGE(!ec_held, ec_held.message());
+  co_await expire(holder_zk);
+  // The check built while held, sent after the loss: refused by the server.
+  std::vector<zk::op> after_loss{check, zk::op::set(data, "after loss")};
+  auto [ec_lost, r_lost] = co_await holder_zk.multi(after_loss, with_ec);
+  BOOST_CHECK_MESSAGE(ec_lost == zk::error::no_node, ec_lost.message());
+  BOOST_CHECK(r_lost.failed_op == std::optional<std::size_t>(0));
+  std::vector<zk::op> checked_now{holder.ownership_check(), zk::op::set(data, "after loss")};
+  auto [ec_now, r_now] = co_await holder_zk.multi(checked_now, with_ec);
+  BOOST_CHECK_MESSAGE(ec_now == zk::error::no_node, ec_now.message());
+  auto [ec_get, value, st] = co_await observer.get(data, with_ec);
+  BOOST_CHECK_EQUAL(value, "held");
+  co_await holder.release(with_ec);
+  co_await observer.remove(data, -1, with_ec);
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(zk_lock_expiry)
@@ -229,6 +266,11 @@ BOOST_AUTO_TEST_CASE(off_by_default) {
 BOOST_AUTO_TEST_CASE(restart_within_the_wait_limit) {
   asio::io_context io;
   run_coroutine(io, the_restarted_wait_keeps_its_limit());
+}
+
+BOOST_AUTO_TEST_CASE(a_write_conditional_on_the_lock_fails_once_it_is_lost) {
+  asio::io_context io;
+  run_coroutine(io, conditional_write_fails_once_the_lock_is_lost());
 }
 
 BOOST_AUTO_TEST_CASE(campaign_restarts) {

@@ -7,6 +7,7 @@
 #include <dlock/error.hpp>
 #include <dlock/log.hpp>
 #include <dlock/redis/connection.hpp>
+#include <dlock/redis/fenced.hpp>
 #include <dlock/redis/lock.hpp>
 #include <dlock/redis/redlock.hpp>
 #include <dlock/with_lock.hpp>
@@ -66,6 +67,18 @@ asio::awaitable<void> zookeeper_session() {
   (void)data;
   (void)stat;
   (void)event;
+}
+
+asio::awaitable<void> fencing(dlock::redis::connection& conn, dlock::zk::client& zk, dlock::zk::mutex& m) {
+  dlock::redis::lock l(conn, "orders-lock");
+  co_await l.acquire();
+  co_await dlock::redis::fenced_set(conn, "orders", "v2", l.fencing_token());
+  // throws dlock::error::stale_token if a later holder of "orders-lock" has written "orders"
+
+  co_await m.acquire();                             // a dlock::zk::mutex
+  std::vector<dlock::zk::op> write{m.ownership_check(), dlock::zk::op::set("/orders", "v2")};
+  co_await zk.multi(write);
+  // throws zk::error::no_node, writing nothing, once m's session has ended
 }
 
 asio::awaitable<void> zookeeper_mutex(dlock::zk::client& zk) {

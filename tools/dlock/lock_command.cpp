@@ -78,10 +78,10 @@ lock_settings settings_from(const parsed_arguments& parsed) {
   return s;
 }
 
-// Every lock `dlock lock` takes is a dlock::lockable, the ZooKeeper ones with
-// a fencing token (exported as DLOCK_FENCING_TOKEN).
+// Every lock `dlock lock` takes is a dlock::fenced_lockable, with fencing on:
+// its token is exported as DLOCK_FENCING_TOKEN.
 static_assert(dlock::fenced_lockable<zk::mutex>);  // shared_mutex::reader() is a zk::mutex too
-static_assert(dlock::lockable<redis::lock> && dlock::lockable<redis::redlock>);
+static_assert(dlock::fenced_lockable<redis::lock> && dlock::fenced_lockable<redis::redlock>);
 
 // A session that expires while dlock waits (a partition, say) costs its
 // place in the queue, not the wait: the acquire starts again on the next session.
@@ -124,12 +124,16 @@ asio::awaitable<int> hold_on_redis(std::vector<std::shared_ptr<redis::connection
                                    asio::steady_timer& deadline, asio::signal_set& stop) {
   if (connections.size() == 1) {
     redis::lock lock(*connections.front(), s.hold.name,
-                     {.ttl = s.ttl, .wait = practically_forever, .auto_extend = true});
+                     {.ttl = s.ttl, .wait = practically_forever, .auto_extend = true, .fencing = true});
     co_return co_await hold_while_running(lock, s.hold, deadline, stop);
   }
   auto executor = co_await asio::this_coro::executor;
   redis::redlock lock(executor, connections, s.hold.name,
-                      {.ttl = s.ttl, .retry_count = -1, .wait_limit = practically_forever, .auto_extend = true});
+                      {.ttl = s.ttl,
+                       .retry_count = -1,
+                       .wait_limit = practically_forever,
+                       .auto_extend = true,
+                       .fencing = true});
   co_return co_await hold_while_running(lock, s.hold, deadline, stop);
 }
 
@@ -151,8 +155,8 @@ asio::awaitable<int> lock_on_redis(lock_settings s) {
 int lock_command(const std::vector<std::string>& args) {
   auto options = lock_options();
   auto parsed_or_help = parse_or_print_help(args, "lock", options, {"name"}, true,
-      "CMD runs with DLOCK_LOCK_NAME (PATH or KEY) and, on ZooKeeper, DLOCK_FENCING_TOKEN\n"
-      "in its environment. SIGINT, SIGTERM and SIGHUP are forwarded to CMD; the lock is\n"
+      "CMD runs with DLOCK_LOCK_NAME (PATH or KEY) and DLOCK_FENCING_TOKEN (the hold's\n"
+      "fencing token: a ZooKeeper zxid, or the Redis key's counter) in its environment. SIGINT, SIGTERM and SIGHUP are forwarded to CMD; the lock is\n"
       "released once CMD exits. If the lock is lost, CMD gets SIGTERM, then SIGKILL.\n"
       "Durations: 500ms, 30s, 2m, 1h (a bare number is seconds).\n\n" +
       std::string(secrets_help_text(true)) + std::string(exit_status::help_text()));

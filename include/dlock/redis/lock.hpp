@@ -13,6 +13,7 @@
 #include <boost/asio/async_result.hpp>
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -45,6 +46,10 @@ struct lock_options {
   /// No extension beyond this total hold time (0: no cap); the lock then
   /// expires by its TTL and the loss is told.
   std::chrono::milliseconds max_hold{0};
+  /// Give every hold a fencing token (see `lock::fencing_token()`): the
+  /// acquire is one script that sets the key and increments its companion
+  /// counter `<key>:fencing` in the same atomic step.
+  bool fencing = true;
 };
 
 /// The key holds the token as its plain value, as redis-py's `Lock`, redsync
@@ -224,6 +229,15 @@ class lock {
   std::chrono::milliseconds validity() const noexcept;
   /// The current token ("" when never acquired).
   const std::string& token() const noexcept;
+  /// The fencing token of the current hold, 0 when not held (or without
+  /// `options().fencing`). It grows strictly from one hold of the key to the
+  /// next, whoever holds it, as long as the server keeps its data (the lock's
+  /// own assumption): pass it with every write the lock protects, to a store
+  /// that refuses a lower one than it has seen (`redis::fenced_set`), and a
+  /// holder that paused past its validity is refused. The counter
+  /// `<key>:fencing` is never deleted (on Redis Cluster, put the key's hash
+  /// tag in braces so both keys share a slot). Any thread.
+  std::int64_t fencing_token() const noexcept;
   /// The key.
   const std::string& key() const noexcept;
   /// The key (`dlock::lockable`'s name).
@@ -248,6 +262,6 @@ class lock {
   std::shared_ptr<detail::lock_state> state_;
 };
 
-static_assert(lockable<lock>);
+static_assert(fenced_lockable<lock>);
 
 }  // namespace dlock::redis

@@ -22,10 +22,22 @@
 //    and a second client can reach a majority. Delay restarts, or enable AOF
 //    with `appendfsync always`.
 //  - The masters are independent (no replication between them).
-//  - Redis gives no fencing token: a holder paused past its validity (GC,
-//    SIGSTOP, a long page fault) cannot be stopped from writing after someone
-//    else took the lock. When that matters, use the ZooKeeper locks
-//    (dlock::zk), whose znode sequence numbers and zxids fence writers.
+//  - Fencing tokens (`redlock_options::fencing`, on by default): each
+//    master counts holds on the counter `<key>:fencing`, in the script that
+//    sets the key. Every hold's token was left on a majority of counters
+//    before its acquire completed (written back to the masters behind it);
+//    a later round is won only once the counters it saw cover a majority,
+//    which meets that one, and its token is the largest it saw: so tokens
+//    grow strictly from one hold to the next. This needs counters that
+//    survive restarts (AOF with `appendfsync always`): the delayed restart
+//    that keeps mutual exclusion does not keep a counter. A master that
+//    comes back empty has no counter: it is not counted until a round
+//    re-seeds it from a majority's largest, so fewer than a majority losing
+//    their data cannot make a token go back. A key is new (its token starts
+//    at 1) when a majority answered, none of them has a counter, and every
+//    other master failed: it would take a master losing its data *and* the
+//    rest of that majority never having been reachable to mistake an old
+//    key for a new one.
 //  - N should be odd. An even N works but is wasteful: 4 masters tolerate one
 //    failure, like 3 do.
 //
@@ -58,6 +70,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -233,6 +246,9 @@ class redlock {
   std::string last_outcomes() const;
   /// The token of the current (or last) acquisition: 16 random bytes as hex.
   std::string token() const;
+  /// The fencing token of the current hold (see the assumptions above), 0
+  /// when not held or without `redlock_options::fencing`. Any thread.
+  std::int64_t fencing_token() const noexcept;
   /// The key.
   const std::string& key() const noexcept;
   /// The key (`dlock::lockable`'s name).
@@ -253,6 +269,6 @@ class redlock {
   std::shared_ptr<detail::redlock_impl> impl_;
 };
 
-static_assert(lockable<redlock>);
+static_assert(fenced_lockable<redlock>);
 
 }  // namespace dlock::redis

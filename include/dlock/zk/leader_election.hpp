@@ -155,6 +155,9 @@ class leader_election {
 
   /// The term's fencing token (the candidate node's czxid); 0 when not leader.
   std::int64_t fencing_token() const noexcept { return candidate_.fencing_token(); }
+  /// A `client::multi` operation that fails the transaction unless this
+  /// candidate still leads (see `mutex::ownership_check()`).
+  op ownership_check() const { return candidate_.ownership_check(); }
 
   /// Tells the leader its leadership is gone. Valid at any time: before a
   /// campaign, `loss().wait()` completes with `dlock::error::not_held`.

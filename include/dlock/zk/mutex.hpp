@@ -5,6 +5,7 @@
 #include <dlock/lock_loss.hpp>
 #include <dlock/lockable.hpp>
 #include <dlock/zk/client.hpp>
+#include <dlock/zk/multi.hpp>
 #include <dlock/zk/detail/lock_core_api.hpp>
 #include <dlock/zk/detail/lock_options.hpp>
 
@@ -89,7 +90,8 @@ class mutex {
   /// (while waiting), or the last ZooKeeper error once retries run out.
   /// @par Lifetime
   /// The object may be destroyed while the operation runs: it then completes
-  /// with `operation_aborted` and leaves no node. The client must outlive it.
+  /// with `operation_aborted` and leaves no node. The client may be destroyed
+  /// first: the operation then completes with `dlock::error::closed`.
   template <class CompletionToken = default_token>
   auto acquire(CompletionToken&& token = {}) {
     return initiate(detail::acquire_mode::wait, {}, std::forward<CompletionToken>(token));
@@ -183,6 +185,19 @@ class mutex {
   /// storage it writes to can reject tokens lower than one it has seen.
   /// 0 when nothing is held.
   std::int64_t fencing_token() const noexcept { return detail::core_fencing_token(*core_); }
+
+  /// An operation for `client::multi` that fails the whole transaction
+  /// unless this lock is still held (etcd's `IsOwner()`): a check of our
+  /// node, version 0 of its unique sequential path. Put it in the
+  /// transaction with the writes it guards: once the session that made the
+  /// node ended, the node is gone and the transaction fails with
+  /// `zk::error::no_node`, writing nothing, even if this holder has not heard
+  /// of the loss yet. When not held (never, waiting, released, or a loss
+  /// known here), the check names a node that does not exist: the same
+  /// `no_node`. Read on `get_executor()`.
+  op ownership_check() const {
+    return op::check(held() ? node_path() : path() + "/dlock-not-held", 0);
+  }
 
   /// Tells the holder its lock is gone (per `lock_options::policy`): `co_await
   /// loss().wait()`, or `loss().bind(signal)` to cancel a critical section.

@@ -26,6 +26,11 @@ class simple_lock : public mutex {
   /// `path`: the lock's node itself (created ephemeral while held).
   simple_lock(client& zk, std::string path, lock_options options = {})
       : mutex(zk, std::move(path), detail::lock_role::exclusive, detail::lock_flavor::simple, std::move(options)) {}
+
+  /// Not available: the node's path is fixed, so a later holder's node has
+  /// the same path and version, and a transaction cannot check whose it is.
+  /// Use `zk::mutex` for writes conditional on holding the lock.
+  op ownership_check() const = delete;
 };
 
 static_assert(fenced_lockable<simple_lock>);

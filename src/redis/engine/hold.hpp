@@ -35,8 +35,9 @@ class hold {
   /// the keys in the background.
   void on_lost(std::function<void(error_code)> hook) { on_lost_ = std::move(hook); }
 
-  /// Acquired: `token` was set by commands sent at `sent` with `ttl`.
-  void begin(std::string token, steady_time sent, std::chrono::milliseconds ttl);
+  /// Acquired: `token` was set by commands sent at `sent` with `ttl`;
+  /// `fencing_token` is the hold's fencing token (0: the lock has none).
+  void begin(std::string token, steady_time sent, std::chrono::milliseconds ttl, std::int64_t fencing_token = 0);
   /// Keep it alive: `step` sends one extension and calls renew() on success.
   void extend_automatically(auto_extend_settings settings, auto_extender::step_function step);
   /// An extension sent at `sent` with `ttl` succeeded.
@@ -55,6 +56,8 @@ class hold {
   steady_time valid_until() const noexcept { return valid_until_; }
   steady_time acquired() const noexcept { return acquired_; }
   const std::string& token() const noexcept { return token_; }
+  /// The fencing token while held, else 0. Any thread.
+  std::int64_t fencing_token() const noexcept { return held() ? fencing_token_.load() : 0; }
   /// Changes with every begin, loss and end: an answer for an older hold is stale.
   std::uint64_t id() const noexcept { return id_; }
   std::uint64_t extensions() const noexcept { return extender_.extensions(); }
@@ -67,6 +70,7 @@ class hold {
   drift_rule drift_;
   std::atomic<phase> phase_{phase::idle};  // atomic: held() is read from any thread
   std::string token_;
+  std::atomic<std::int64_t> fencing_token_{0};  // atomic: read from any thread
   steady_time acquired_{};
   steady_time valid_until_{};
   std::uint64_t id_ = 0;

@@ -8,6 +8,7 @@
 #include <boost/asio/error.hpp>
 
 #include <chrono>
+#include <cstdint>
 #include <string_view>
 
 namespace dlock::redis::detail {
@@ -26,6 +27,30 @@ inline set_outcome interpret_set(const reply& r) {
   if (r.is_ok()) return set_outcome::acquired;
   if (r.is_nil()) return set_outcome::taken;
   return set_outcome::unexpected;
+}
+
+/// The fenced acquire script (scripts.hpp): the counter when set, 0 when taken.
+struct fenced_set_answer {
+  set_outcome outcome = set_outcome::unexpected;
+  std::int64_t fencing_token = 0;
+};
+inline fenced_set_answer interpret_fenced_set(const reply& r) {
+  if (!r.is_integer() || r.integer() < 0) return {};
+  if (r.integer() == 0) return {set_outcome::taken, 0};
+  return {set_outcome::acquired, r.integer()};
+}
+
+/// A Redlock master's fenced acquire ({1 or 0, counter}; counter -1 when the
+/// master has none).
+struct redlock_fenced_answer {
+  set_outcome outcome = set_outcome::unexpected;
+  std::int64_t counter = -1;
+};
+inline redlock_fenced_answer interpret_redlock_fenced_set(const reply& r) {
+  const auto& items = r.elements();
+  if (!r.is_array() || items.size() != 2 || !items[0].is_integer() || !items[1].is_integer()) return {};
+  auto outcome = items[0].integer() == 1 ? set_outcome::acquired : set_outcome::taken;
+  return {outcome, items[1].integer()};
 }
 
 /// An acquire whose SET may have been applied though we saw no reply: its

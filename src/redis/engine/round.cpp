@@ -63,9 +63,11 @@ const char* to_string(master_outcome outcome) noexcept {
 }
 
 redlock_round::redlock_round(std::size_t masters, milliseconds ttl, drift_rule drift,
-                             redlock_clock::time_point start)
+                             redlock_clock::time_point start, bool fencing)
     : outcomes_(masters, master_outcome::pending),
       late_(masters, false),
+      counters_(fencing ? masters : 0, no_counter),
+      fencing_(fencing),
       ttl_(ttl),
       drift_(drift),
       start_(start),
@@ -96,7 +98,7 @@ milliseconds redlock_round::validity(redlock_clock::time_point now) const noexce
 }
 
 round_state redlock_round::record(std::size_t index, master_outcome outcome,
-                                  redlock_clock::time_point now) {
+                                  redlock_clock::time_point now, std::int64_t counter) {
   if (index >= outcomes_.size() || outcome == master_outcome::pending) return state_;
   // A master answers once; a reply after its timeout was recorded is still
   // worth knowing when it says the key is ours (it must be released).
@@ -106,6 +108,7 @@ round_state redlock_round::record(std::size_t index, master_outcome outcome,
   if (was_timed_out && outcome != master_outcome::ok && outcome != master_outcome::already_ours)
     return state_;
   set(slot, outcome);
+  if (fencing_) counters_[index] = counter < 0 ? no_counter : counter;
   if (decided()) {
     late_[index] = true;
     return state_;
@@ -128,10 +131,17 @@ void redlock_round::decide(redlock_clock::time_point now) {
     validity_at_decision_ = validity(now);
   };
   auto left = validity(now);
+  if (ours() >= quorum() && fencing_ && !fencing_settled()) {
+    // A majority said yes, but its counters do not fence yet: wait for the others.
+    if (!fencing_reachable()) fail(dlock::error::no_quorum);
+    else if (left <= milliseconds::zero()) fail(dlock::error::expired);
+    return;
+  }
   if (ours() >= quorum()) {
     if (left > milliseconds::zero()) {
       state_ = round_state::acquired;
       validity_at_decision_ = left;
+      if (fencing_) fencing_token_ = token_from_counters();
     } else {
       fail(dlock::error::expired);
     }
@@ -143,6 +153,58 @@ void redlock_round::decide(redlock_clock::time_point now) {
     fail(taken >= broken ? dlock::error::taken : dlock::error::no_quorum);
   else if (left <= milliseconds::zero())
     fail(dlock::error::expired);
+}
+
+bool redlock_round::counted(std::size_t index) const noexcept {
+  auto outcome = outcomes_[index];
+  return outcome == master_outcome::ok || outcome == master_outcome::already_ours || outcome == master_outcome::taken;
+}
+
+// Counters seen cover a majority; or no master that answered has one, a
+// majority answered and nobody else will: a new key.
+bool redlock_round::fencing_settled() const noexcept {
+  std::size_t with_counter = 0, answered = 0;
+  for (std::size_t i = 0; i < outcomes_.size(); ++i) {
+    if (!counted(i)) continue;
+    ++answered;
+    if (counters_[i] != no_counter) ++with_counter;
+  }
+  bool new_key = with_counter == 0 && answered >= quorum() && count(master_outcome::pending) == 0;
+  return with_counter >= quorum() || new_key;
+}
+
+bool redlock_round::fencing_reachable() const noexcept {
+  std::size_t with_counter = 0, answered = 0;
+  for (std::size_t i = 0; i < outcomes_.size(); ++i) {
+    if (!counted(i)) continue;
+    ++answered;
+    if (counters_[i] != no_counter) ++with_counter;
+  }
+  std::size_t pending = count(master_outcome::pending);
+  return with_counter + pending >= quorum() || (with_counter == 0 && answered + pending >= quorum());
+}
+
+// The largest counter seen, after its increment: a master that said no was
+// not incremented, so its counter counts plus one.
+std::int64_t redlock_round::token_from_counters() const noexcept {
+  std::int64_t token = 1;
+  for (std::size_t i = 0; i < outcomes_.size(); ++i) {
+    if (!counted(i) || counters_[i] == no_counter) continue;
+    auto next = outcomes_[i] == master_outcome::taken ? counters_[i] + 1 : counters_[i];
+    token = std::max(token, next);
+  }
+  return token;
+}
+
+std::size_t redlock_round::at_token() const noexcept {
+  std::size_t n = 0;
+  for (std::size_t i = 0; i < counters_.size(); ++i)
+    if (counted(i) && counters_[i] >= fencing_token_) ++n;
+  return n;
+}
+
+bool redlock_round::behind(std::size_t index) const noexcept {
+  return fencing_ && index < counters_.size() && counted(index) && counters_[index] < fencing_token_;
 }
 
 bool redlock_round::needs_late_release(std::size_t index) const noexcept {

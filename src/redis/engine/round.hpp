@@ -10,6 +10,17 @@
 // reach, or when the validity is gone. Either way the decision is taken the
 // moment it is known; answers that come later are still recorded, and a
 // late yes in a lost round tells the shell to release that master again.
+//
+// With fencing, each master also reports its fencing counter (after its
+// increment, when it said yes; -1 when it has none). Every completed hold's
+// token T was left on a majority W of counters (>= T). A round is then won
+// only once the counters it saw cover a majority K too: K meets W, so the
+// token, the largest counter seen (plus one for a master that said no), is
+// larger than every earlier one. A master without a counter (new, or back
+// from a restart without its data) is not counted in K: it is re-seeded by
+// the write-back. When no master has a counter, a majority answered and
+// the others failed (not merely late), the key is new: the token is 1. The shell writes the token back to the
+// masters behind it, so that a majority holds it before the hold begins.
 #pragma once
 
 #include <dlock/config.hpp>
@@ -20,6 +31,7 @@
 #include <array>
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <boost/container/small_vector.hpp>
@@ -46,11 +58,16 @@ enum class round_state : unsigned char { pending, acquired, failed };
 class redlock_round {
  public:
   redlock_round(std::size_t masters, std::chrono::milliseconds ttl, drift_rule drift,
-                redlock_clock::time_point start);
+                redlock_clock::time_point start, bool fencing = false);
 
-  /// Records master `index`'s answer, received at `now`. Returns the state
-  /// after it. An answer after the decision never changes the decision.
-  round_state record(std::size_t index, master_outcome outcome, redlock_clock::time_point now);
+  /// A master's answer without a fencing counter.
+  static constexpr std::int64_t no_counter = -1;
+
+  /// Records master `index`'s answer, received at `now`, and with fencing
+  /// its counter. Returns the state after it. An answer after the decision
+  /// never changes the decision.
+  round_state record(std::size_t index, master_outcome outcome, redlock_clock::time_point now,
+                     std::int64_t counter = no_counter);
   /// The per-master timeout passed at `now`: every pending master timed out.
   round_state time_out_pending(redlock_clock::time_point now);
 
@@ -84,11 +101,23 @@ class redlock_round {
   bool needs_late_release(std::size_t index) const noexcept;
 
   master_outcome outcome(std::size_t index) const noexcept { return outcomes_[index]; }
+
+  /// Fencing, once acquired: the hold's token.
+  std::int64_t fencing_token() const noexcept { return fencing_token_; }
+  /// Fencing, once acquired: masters whose counter already holds the token.
+  std::size_t at_token() const noexcept;
+  /// Fencing, once acquired: master `index` answered and its counter is
+  /// below the token (or missing): the write-back should raise it.
+  bool behind(std::size_t index) const noexcept;
   /// "ok taken timed_out ..." in master order, for logs and error messages.
   std::string describe() const;
 
  private:
   void decide(redlock_clock::time_point now);
+  bool counted(std::size_t index) const noexcept;  // answered ok or taken
+  bool fencing_settled() const noexcept;
+  bool fencing_reachable() const noexcept;
+  std::int64_t token_from_counters() const noexcept;
 
   void set(master_outcome& slot, master_outcome outcome) noexcept;
 
@@ -96,6 +125,9 @@ class redlock_round {
   boost::container::small_vector<master_outcome, 7> outcomes_;
   std::array<std::size_t, 6> tally_{};  // masters per outcome, kept with outcomes_
   boost::container::small_vector<bool, 7> late_;
+  boost::container::small_vector<std::int64_t, 7> counters_;  // with fencing
+  bool fencing_;
+  std::int64_t fencing_token_ = 0;
   std::chrono::milliseconds ttl_;
   drift_rule drift_;
   redlock_clock::time_point start_;

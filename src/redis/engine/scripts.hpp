@@ -1,8 +1,14 @@
 // The compare-and-act scripts every Redis lock client uses (redis.io,
 // redis-py, redsync, node-redlock): the single lock and Redlock share them.
+// And the fencing scripts: each lock key has a companion counter,
+// fencing_counter_key(key), that only grows (see include/dlock/redis/lock.hpp
+// and redlock.hpp for the argument).
 #pragma once
 
 #include <dlock/redis/script.hpp>
+
+#include <string>
+#include <string_view>
 
 namespace dlock::redis::detail {
 
@@ -10,5 +16,22 @@ namespace dlock::redis::detail {
 const script& release_script();
 /// PEXPIRE KEYS[1] ARGV[2] if it holds ARGV[1]; returns 1 when extended.
 const script& extend_script();
+
+/// The companion counter of lock key `key`: "<key>:fencing".
+std::string fencing_counter_key(std::string_view key);
+
+/// One master: SET KEYS[1] ARGV[1] NX PX ARGV[2] and, when set, INCR
+/// KEYS[2] (the counter) in the same step. Returns the counter (> 0), or 0
+/// when the key was taken.
+const script& fenced_acquire_script();
+
+/// A Redlock master: as fenced_acquire_script, but a missing counter is not
+/// created (a master that lost its data must not count from 1: it is
+/// re-seeded by fencing_write_back_script). Returns {1, counter} when set,
+/// {0, counter} when taken; counter -1 when missing.
+const script& redlock_fenced_acquire_script();
+
+/// KEYS[1] = max(KEYS[1], ARGV[1]); returns the counter after.
+const script& fencing_write_back_script();
 
 }  // namespace dlock::redis::detail

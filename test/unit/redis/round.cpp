@@ -199,4 +199,104 @@ BOOST_AUTO_TEST_CASE(options_are_validated) {
   BOOST_TEST(redlock_invalid_reason(good, 4, "k").empty());  // even N is allowed
 }
 
+// Fencing (engine/round.hpp): every master reports its counter; a round is
+// won once the counters seen cover a majority, with the largest as token.
+
+namespace {
+redlock_round fenced_round(std::size_t masters) {
+  return redlock_round(masters, 10'000ms, dlock::redis::detail::drift_rule{0.01, 2ms}, t0, true);
+}
+constexpr std::int64_t none = redlock_round::no_counter;
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(fencing_token_is_the_largest_counter_of_a_majority) {
+  auto round = fenced_round(5);
+  round.record(0, master_outcome::ok, t0 + 1ms, 8);
+  round.record(1, master_outcome::ok, t0 + 1ms, 11);
+  BOOST_TEST((round.record(2, master_outcome::ok, t0 + 2ms, 11) == round_state::acquired));
+  BOOST_TEST(round.fencing_token() == 11);
+  BOOST_TEST(round.at_token() == 2u);  // a write-back must raise one more
+  BOOST_TEST(round.behind(0));
+  BOOST_TEST(!round.behind(1));
+  BOOST_TEST(!round.behind(3));  // never answered: left alone
+}
+
+BOOST_AUTO_TEST_CASE(fencing_counts_a_no_as_its_counter_plus_one) {
+  auto round = fenced_round(5);
+  round.record(0, master_outcome::taken, t0 + 1ms, 20);  // not incremented there
+  round.record(1, master_outcome::ok, t0 + 1ms, 15);
+  round.record(2, master_outcome::ok, t0 + 1ms, 15);
+  BOOST_TEST((round.record(3, master_outcome::ok, t0 + 2ms, 15) == round_state::acquired));
+  BOOST_TEST(round.fencing_token() == 21);
+  BOOST_TEST(round.at_token() == 0u);
+  BOOST_TEST(round.behind(0));  // a master that said no is raised too
+}
+
+// A master back from a restart without its data has no counter: a majority
+// of yes without a majority of counters waits for more answers.
+BOOST_AUTO_TEST_CASE(fencing_waits_for_a_majority_of_counters_past_a_master_without_one) {
+  auto round = fenced_round(5);
+  round.record(0, master_outcome::ok, t0 + 1ms, none);
+  round.record(1, master_outcome::ok, t0 + 1ms, 4);
+  BOOST_TEST((round.record(2, master_outcome::ok, t0 + 1ms, 4) == round_state::pending));
+  BOOST_TEST((round.record(3, master_outcome::ok, t0 + 2ms, 12) == round_state::acquired));
+  BOOST_TEST(round.fencing_token() == 12);
+  BOOST_TEST(round.behind(0));  // re-seeded by the write-back
+  BOOST_TEST(round.at_token() == 1u);
+}
+
+// The same when the masters with the counters are down: never a token from
+// a minority of counters (it could be lower than an earlier one).
+BOOST_AUTO_TEST_CASE(fencing_fails_without_a_majority_of_counters) {
+  auto round = fenced_round(5);
+  round.record(0, master_outcome::failed, t0 + 1ms);
+  round.record(1, master_outcome::failed, t0 + 1ms);
+  round.record(2, master_outcome::ok, t0 + 1ms, none);
+  round.record(3, master_outcome::ok, t0 + 1ms, 3);
+  BOOST_TEST((round.record(4, master_outcome::ok, t0 + 2ms, 3) == round_state::failed));
+  BOOST_TEST((round.failure() == dlock::error::no_quorum));
+  BOOST_TEST(round.release_all());
+}
+
+BOOST_AUTO_TEST_CASE(fencing_waits_for_counters_until_the_per_master_timeout) {
+  auto round = fenced_round(5);
+  round.record(0, master_outcome::ok, t0 + 1ms, none);
+  round.record(1, master_outcome::ok, t0 + 1ms, 2);
+  BOOST_TEST((round.record(2, master_outcome::ok, t0 + 1ms, 2) == round_state::pending));
+  BOOST_TEST((round.time_out_pending(t0 + 50ms) == round_state::failed));
+  BOOST_TEST((round.failure() == dlock::error::no_quorum));
+}
+
+// A new key: no counter anywhere. The round waits until every master
+// answered or failed (one of them could have a counter), then starts at 1.
+BOOST_AUTO_TEST_CASE(fencing_starts_a_new_key_at_one_once_no_master_has_a_counter) {
+  auto round = fenced_round(5);
+  round.record(0, master_outcome::ok, t0 + 1ms, none);
+  round.record(1, master_outcome::ok, t0 + 1ms, none);
+  BOOST_TEST((round.record(2, master_outcome::ok, t0 + 1ms, none) == round_state::pending));
+  BOOST_TEST((round.record(3, master_outcome::failed, t0 + 1ms) == round_state::pending));
+  BOOST_TEST((round.time_out_pending(t0 + 50ms) == round_state::acquired));
+  BOOST_TEST(round.fencing_token() == 1);
+  BOOST_TEST(round.at_token() == 0u);
+  BOOST_TEST(round.behind(0));
+  BOOST_TEST(!round.behind(3));
+}
+
+BOOST_AUTO_TEST_CASE(fencing_sees_an_old_key_through_a_late_counter) {
+  auto round = fenced_round(5);
+  for (std::size_t i = 0; i < 3; ++i) round.record(i, master_outcome::ok, t0 + 1ms, none);
+  // One master has a counter: not a new key, and a majority of counters is
+  // out of reach (one answer left).
+  BOOST_TEST((round.record(3, master_outcome::ok, t0 + 2ms, 9) == round_state::failed));
+  BOOST_TEST((round.failure() == dlock::error::no_quorum));
+}
+
+BOOST_AUTO_TEST_CASE(without_fencing_counters_are_ignored) {
+  auto round = make_round(3);
+  round.record(0, master_outcome::ok, t0 + 1ms, 5);
+  BOOST_TEST((round.record(1, master_outcome::ok, t0 + 1ms, none) == round_state::acquired));
+  BOOST_TEST(round.fencing_token() == 0);
+  BOOST_TEST(!round.behind(0));
+}
+
 BOOST_AUTO_TEST_SUITE_END()

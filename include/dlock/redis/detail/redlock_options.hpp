@@ -33,6 +33,10 @@ struct redlock_options {
   bool auto_extend = false;
   double extend_fraction = 1.0 / 3.0;     ///< see `auto_extend`
   std::chrono::milliseconds max_hold{0};  ///< see `auto_extend`
+
+  /// Give every hold a fencing token (see `redlock::fencing_token()`): each
+  /// master counts holds on the key's companion counter `<key>:fencing`.
+  bool fencing = true;
 };
 
 namespace detail {
