@@ -320,6 +320,11 @@ asio::awaitable<void> redis_loop(worker_ctx* c) {
     o.retry_jitter = 20ms;
     o.auto_extend = true;
     redis::redlock lock(executor, masters, key, o);
+    // Redlock's tokens are checked: its counters are re-seeded from a majority
+    // when a master comes back empty. The single lock's are not: its one
+    // counter is lost whenever redis1 is restarted empty (the documented
+    // assumption is a counter that survives restarts).
+    probe.token = [&] { return lock.fencing_token(); };
     probe.validity = [&] { return lock.validity(); };
     probe.loss = [&]() -> dlock::lock_loss& { return lock.loss(); };
     while (!c->stopping) {
