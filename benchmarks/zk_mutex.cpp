@@ -1,7 +1,10 @@
 // dlock::zk::mutex against the bare C client running the same recipe in its
 // own poll loop. Scenarios (each printed for impl "raw" and "dlock"):
 //   zk_uncontended  one coroutine, one path, 2,000 acquire+release
-//   zk_contended    16 contenders on one path, 200 acquisitions each
+//   zk_contended    16 contenders on one path, 200 acquisitions each, over one session
+//   zk_contended_sessions  zk_contended with a session of its own per contender
+//                   (16 sessions; dlock: 16 clients on one io_context, one thread;
+//                   raw: 16 handles in one poll loop), as 16 processes would contend
 //   zk_many_locks   64 coroutines on 64 paths over one session, 200 each
 //   zk_ensemble_uncontended  zk_uncontended against the 3-node ensemble
 //                   (DLOCK_ZK_ENSEMBLE; skipped when unset): every write is a quorum write
@@ -56,23 +59,57 @@ struct raw_session {
   }
   ~raw_session() { zookeeper_close(zh); }
 
-  // The minimal loop: interest, poll, process until nothing is left.
+  // Fills `p` with what the handle waits for (fd -1 while it has no socket,
+  // which poll skips); returns how long it may wait, in ms.
+  int interest(pollfd& p) {
+    int fd = -1, interest = 0;
+    timeval tv{};
+    zookeeper_interest(zh, &fd, &interest, &tv);
+    p = pollfd{fd, static_cast<short>(((interest & ZOOKEEPER_READ) ? POLLIN : 0) |
+                                      ((interest & ZOOKEEPER_WRITE) ? POLLOUT : 0)),
+               0};
+    return static_cast<int>(tv.tv_sec * 1000 + tv.tv_usec / 1000);
+  }
+
+  // Processes until nothing is left.
+  void process(short revents) {
+    int events = ((revents & POLLIN) ? ZOOKEEPER_READ : 0) | ((revents & POLLOUT) ? ZOOKEEPER_WRITE : 0);
+    for (int i = 0; i < 64 && zookeeper_process(zh, events) == ZOK; ++i) events = ZOOKEEPER_READ;
+  }
+
+  // The minimal loop: interest, poll, process.
   template <class Done>
   void run_until(Done done) {
     while (!done()) {
-      int fd = -1, interest = 0;
-      timeval tv{};
-      zookeeper_interest(zh, &fd, &interest, &tv);
-      pollfd p{fd, static_cast<short>(((interest & ZOOKEEPER_READ) ? POLLIN : 0) |
-                                      ((interest & ZOOKEEPER_WRITE) ? POLLOUT : 0)),
-               0};
-      int timeout = static_cast<int>(tv.tv_sec * 1000 + tv.tv_usec / 1000);
-      poll(&p, fd >= 0 ? 1 : 0, timeout);
-      int events = ((p.revents & POLLIN) ? ZOOKEEPER_READ : 0) | ((p.revents & POLLOUT) ? ZOOKEEPER_WRITE : 0);
-      for (int i = 0; i < 64 && zookeeper_process(zh, events) == ZOK; ++i) events = ZOOKEEPER_READ;
+      pollfd p{};
+      int timeout = interest(p);
+      poll(&p, p.fd >= 0 ? 1 : 0, timeout);
+      process(p.revents);
     }
   }
 };
+
+using raw_sessions = std::vector<std::unique_ptr<raw_session>>;
+
+// The minimal loop over several handles: one poll for all; a handle is
+// processed when its socket is ready, or every one when the poll times out
+// (their timers). Processing idle handles would cost each a read that finds
+// nothing, a handicap a real event loop does not have. With one handle this
+// is run_until.
+template <class Done>
+void run_all_until(const raw_sessions& sessions, Done done) {
+  std::vector<pollfd> fds(sessions.size());
+  while (!done()) {
+    int timeout = -1;
+    for (std::size_t i = 0; i < sessions.size(); ++i) {
+      int t = sessions[i]->interest(fds[i]);
+      timeout = timeout < 0 ? t : std::min(timeout, t);
+    }
+    bool timed_out = poll(fds.data(), fds.size(), timeout) == 0;
+    for (std::size_t i = 0; i < sessions.size(); ++i)
+      if (timed_out || fds[i].revents) sessions[i]->process(fds[i].revents);
+  }
+}
 
 std::int64_t sequence_of(const char* name) { return std::atoll(name + std::strlen(name) - 10); }
 
@@ -138,30 +175,42 @@ struct raw_contender {
   }
 };
 
-void raw_ensure(zhandle_t* zh, const std::string& path) {
+// Creates root and `path` (either may exist) and waits for both answers:
+// contenders on other sessions must not create their nodes before `path` is there.
+void raw_ensure(raw_session& s, const std::string& path) {
   int done = 0;
   auto cb = [](int, const char*, const void* d) { ++*const_cast<int*>(static_cast<const int*>(d)); };
-  zoo_acreate(zh, root.c_str(), "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, cb, &done);
-  zoo_acreate(zh, path.c_str(), "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, cb, &done);
+  zoo_acreate(s.zh, root.c_str(), "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, cb, &done);
+  zoo_acreate(s.zh, path.c_str(), "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, cb, &done);
+  s.run_until([&] { return done == 2; });
 }
 
-void raw_scenario(const std::string& bench, const std::string& hosts, int paths, int per_path, int rounds) {
+raw_sessions raw_connect(const std::string& hosts, int sessions) {
+  raw_sessions all;
+  for (int i = 0; i < sessions; ++i) all.push_back(std::make_unique<raw_session>(hosts));
+  return all;
+}
+
+// PATHS x PER_PATH contenders; contender i runs on session i mod SESSIONS.
+void raw_scenario(const std::string& bench, const std::string& hosts, int paths, int per_path, int rounds,
+                  int sessions = 1) {
   if (!dlock::bench::wanted(bench, "raw")) return;
-  raw_session s(hosts);
+  auto all = raw_connect(hosts, sessions);
   recorder rec;
   std::vector<std::unique_ptr<raw_contender>> contenders;
   int running = paths * per_path;
   for (int p = 0; p < paths; ++p) {
     auto path = root + "/raw-" + bench + "-" + std::to_string(p);
-    raw_ensure(s.zh, path);
+    raw_ensure(*all.front(), path);
     for (int c = 0; c < per_path; ++c)
       contenders.push_back(std::make_unique<raw_contender>(raw_contender{
-          s.zh, path, path + "/_c_00000000-0000-4000-8000-" + std::to_string(100000000000 + c) + "-lock-", {}, {},
-          rounds, &running, &rec, {}}));
+          all[(p * per_path + c) % sessions]->zh, path,
+          path + "/_c_00000000-0000-4000-8000-" + std::to_string(100000000000 + c) + "-lock-", {}, {}, rounds,
+          &running, &rec, {}}));
   }
   rec.start();
   for (auto& c : contenders) c->start();
-  s.run_until([&] { return running == 0; });
+  run_all_until(all, [&] { return running == 0; });
   rec.stop();
   rec.print(bench, "raw", static_cast<std::uint64_t>(paths) * per_path * rounds);
 }
@@ -192,34 +241,50 @@ asio::awaitable<void> ensure_node(dlock::zk::client& zk, std::string path) {
   (void)c;
 }
 
-// Connects, runs the contenders, closes: io.run() returns once the client is closed.
-asio::awaitable<void> dlock_main(std::string bench, std::string hosts, int paths, int per_path, int rounds) {
+// `sessions` clients, a session each, all on the caller's executor (one thread).
+// Reserved up front: the contenders hold references to them.
+asio::awaitable<std::vector<dlock::zk::client>> connect_clients(std::string hosts, int sessions) {
   auto ex = co_await asio::this_coro::executor;
   dlock::zk::options opts;
   opts.hosts = hosts;
-  dlock::zk::client zk(ex, opts);
-  co_await zk.connect();
-  co_await ensure_node(zk, root);
-  for (int p = 0; p < paths; ++p) co_await ensure_node(zk, root + "/dlock-" + bench + "-" + std::to_string(p));
+  std::vector<dlock::zk::client> clients;
+  clients.reserve(sessions);
+  for (int i = 0; i < sessions; ++i) clients.emplace_back(ex, opts);
+  for (auto& zk : clients) co_await zk.connect();
+  co_return clients;
+}
+
+// Connects, runs the contenders (contender i on session i mod `sessions`),
+// closes: io.run() returns once every client is closed.
+asio::awaitable<void> dlock_main(std::string bench, std::string hosts, int paths, int per_path, int rounds,
+                                 int sessions) {
+  auto ex = co_await asio::this_coro::executor;
+  auto clients = co_await connect_clients(hosts, sessions);
+  co_await ensure_node(clients.front(), root);
+  for (int p = 0; p < paths; ++p)
+    co_await ensure_node(clients.front(), root + "/dlock-" + bench + "-" + std::to_string(p));
   recorder rec;
   asio::steady_timer finished(ex, asio::steady_timer::time_point::max());
   auto run = std::make_shared<dlock_run>(dlock_run{&rec, paths * per_path, &finished});
   rec.start();
   for (int p = 0; p < paths; ++p)
     for (int c = 0; c < per_path; ++c)
-      asio::co_spawn(ex, dlock_contender(zk, root + "/dlock-" + bench + "-" + std::to_string(p), rounds, run),
+      asio::co_spawn(ex,
+                     dlock_contender(clients[(p * per_path + c) % sessions],
+                                     root + "/dlock-" + bench + "-" + std::to_string(p), rounds, run),
                      asio::detached);
   auto [ec] = co_await finished.async_wait(asio::as_tuple(asio::deferred));
   (void)ec;
   rec.stop();
   rec.print(bench, "dlock", static_cast<std::uint64_t>(paths) * per_path * rounds);
-  co_await zk.close();
+  for (auto& zk : clients) co_await zk.close();
 }
 
-void dlock_scenario(const std::string& bench, const std::string& hosts, int paths, int per_path, int rounds) {
+void dlock_scenario(const std::string& bench, const std::string& hosts, int paths, int per_path, int rounds,
+                    int sessions = 1) {
   if (!dlock::bench::wanted(bench, "dlock")) return;
   asio::io_context io(1);
-  asio::co_spawn(io, dlock_main(bench, hosts, paths, per_path, rounds), asio::detached);
+  asio::co_spawn(io, dlock_main(bench, hosts, paths, per_path, rounds, sessions), asio::detached);
   io.run();
 }
 
@@ -302,6 +367,10 @@ int main(int argc, char** argv) {
   if (only.empty() || only == "zk_contended") {
     raw_scenario("zk_contended", standalone_hosts, 1, 16, 200);
     dlock_scenario("zk_contended", standalone_hosts, 1, 16, 200);
+  }
+  if (only.empty() || only == "zk_contended_sessions") {
+    raw_scenario("zk_contended_sessions", standalone_hosts, 1, 16, 200, 16);
+    dlock_scenario("zk_contended_sessions", standalone_hosts, 1, 16, 200, 16);
   }
   if (only.empty() || only == "zk_many_locks") {
     raw_scenario("zk_many_locks", standalone_hosts, 64, 1, 200);

@@ -1,12 +1,15 @@
 // Apache Curator's InterProcessMutex through dlock's ZooKeeper lock scenarios
 // (benchmarks/zk_mutex.cpp), written the way Curator's documentation shows:
-// one CuratorFramework per process, an InterProcessMutex per contender,
+// one CuratorFramework per session, an InterProcessMutex per contender,
 // acquire() and release() on the contender's own thread (the recipe blocks).
 //
-//   java -cp <curator + zookeeper jars> CuratorBench SCENARIO HOSTS PATHS PER_PATH ROUNDS
+//   java -cp <curator + zookeeper jars> CuratorBench SCENARIO HOSTS PATHS PER_PATH ROUNDS [SESSIONS]
 //
 // PATHS x PER_PATH contenders (threads) on PATHS lock paths, ROUNDS
-// acquire+release each. The latency is the acquire's, as dlock's. A warm-up
+// acquire+release each; contender i uses CuratorFramework i mod SESSIONS
+// (default 1: one per process, as the documentation recommends; one per
+// contender stands for contenders in separate processes, each with the
+// CuratorFramework of its own). The latency is the acquire's, as dlock's. A warm-up
 // of a quarter of the rounds runs first on other paths (the JIT compiles the
 // recipe), then the measured run. Prints one JSON line in the format of
 // benchmarks/common.hpp, plus peak_rss_kb (the JVM's VmHWM) and peer_version.
@@ -26,35 +29,48 @@ import org.apache.curator.retry.ExponentialBackoffRetry;
 
 public class CuratorBench {
     public static void main(String[] args) throws Exception {
-        if (args.length != 5) {
-            System.err.println("usage: CuratorBench SCENARIO HOSTS PATHS PER_PATH ROUNDS");
+        if (args.length != 5 && args.length != 6) {
+            System.err.println("usage: CuratorBench SCENARIO HOSTS PATHS PER_PATH ROUNDS [SESSIONS]");
             System.exit(2);
         }
         String scenario = args[0], hosts = args[1];
         int paths = Integer.parseInt(args[2]), perPath = Integer.parseInt(args[3]), rounds = Integer.parseInt(args[4]);
+        int sessions = args.length == 6 ? Integer.parseInt(args[5]) : 1;
         String root = "/dlock-peer-curator-" + ProcessHandle.current().pid();
-        try (CuratorFramework client = CuratorFrameworkFactory.newClient(hosts, new ExponentialBackoffRetry(1000, 3))) {
-            client.start();
-            client.blockUntilConnected();
-            run(client, root + "/warm", paths, perPath, Math.max(20, rounds / 4));
+        List<CuratorFramework> clients = new ArrayList<>();
+        try {
+            for (int i = 0; i < sessions; ++i) clients.add(connect(hosts));
+            run(clients, root + "/warm", paths, perPath, Math.max(20, rounds / 4));
             long cpuBefore = processCpuNanos();
             long started = System.nanoTime();
-            long[] latencies = run(client, root + "/" + scenario, paths, perPath, rounds);
+            long[] latencies = run(clients, root + "/" + scenario, paths, perPath, rounds);
             double seconds = (System.nanoTime() - started) / 1e9;
             double cpuUs = (processCpuNanos() - cpuBefore) / 1e3;
             print(scenario, latencies, seconds, cpuUs);
+        } finally {
+            for (CuratorFramework client : clients) client.close();
         }
         System.exit(0);  // whatever Curator's or ZooKeeper's threads still do after close
     }
 
+    /** A started CuratorFramework (a session of its own), as the documentation makes one. */
+    static CuratorFramework connect(String hosts) throws InterruptedException {
+        CuratorFramework client = CuratorFrameworkFactory.newClient(hosts, new ExponentialBackoffRetry(1000, 3));
+        client.start();
+        client.blockUntilConnected();
+        return client;
+    }
+
     /** Runs every contender to the end; returns every acquire latency, in nanoseconds. */
-    static long[] run(CuratorFramework client, String base, int paths, int perPath, int rounds) throws Exception {
+    static long[] run(List<CuratorFramework> clients, String base, int paths, int perPath, int rounds)
+            throws Exception {
         List<Thread> threads = new ArrayList<>();
         long[][] perThread = new long[paths * perPath][];
         Throwable[] failure = new Throwable[1];
         for (int p = 0; p < paths; ++p) {
             for (int c = 0; c < perPath; ++c) {
                 int index = p * perPath + c;
+                CuratorFramework client = clients.get(index % clients.size());
                 InterProcessMutex mutex = new InterProcessMutex(client, base + "/lock-" + p);
                 long[] mine = perThread[index] = new long[rounds];
                 threads.add(new Thread(() -> {
