@@ -88,11 +88,12 @@ asio::awaitable<void> every_lock() {
   auto masters = co_await example::connect_masters(3);
   std::string key = example::unique("dlock-example:any-lock");
   {
-    redis::lock a(*masters.front(), key + ":single"), b(*masters.front(), key + ":single");
+    redis::lock a(*masters.front(), key + ":single", {.fencing = true}), b(*masters.front(), key + ":single", {.fencing = true});
     co_await guarded_update(a, b, &counter);
   }
   {
     redis::redlock_options options;
+    options.fencing = true;
     options.retry_delay = 50ms;
     options.retry_jitter = 20ms;
     redis::redlock a(executor, masters, key + ":redlock", options), b(executor, masters, key + ":redlock", options);

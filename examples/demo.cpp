@@ -288,7 +288,7 @@ asio::awaitable<dlock::error_code> fenced_write(redis::connection& conn, const s
 asio::awaitable<void> redis_paused_holder(redis::connection& conn) {
   std::printf("-- a Redis holder is paused past its TTL (1 s), then writes\n");
   auto key = run_id + "-fenced", resource = run_id + "-orders";
-  redis::lock ann(conn, key, {.ttl = 1s}), bob(conn, key, {.ttl = 1s});
+  redis::lock ann(conn, key, {.ttl = 1s, .fencing = true}), bob(conn, key, {.ttl = 1s, .fencing = true});
   co_await ann.acquire();
   auto ann_token = ann.fencing_token();
   example::check(!co_await fenced_write(conn, resource, "ann", ann_token), "ann writes while she holds");

@@ -299,6 +299,7 @@ asio::awaitable<void> redis_loop(worker_ctx* c) {
   probe.name = c->recipe;
   if (single) {
     redis::lock_options o;
+    o.fencing = true;
     o.ttl = milliseconds(redis_ttl_ms);
     o.wait = 3000ms;
     o.retry_delay = 30ms;
@@ -313,6 +314,7 @@ asio::awaitable<void> redis_loop(worker_ctx* c) {
     }
   } else {
     redis::redlock_options o;
+    o.fencing = true;
     o.ttl = milliseconds(redis_ttl_ms);
     o.retry_count = -1;
     o.wait_limit = 3000ms;

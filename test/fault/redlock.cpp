@@ -20,6 +20,7 @@ namespace {
 
 redis::redlock_options fault_options() {
   redis::redlock_options o;
+  o.fencing = true;  // the faults meet the fencing path too
   o.ttl = 10000ms;
   o.master_timeout = 100ms;
   o.retry_count = 1;
@@ -153,7 +154,7 @@ asio::awaitable<void> restart_empty(asio::any_io_executor ex) {
   auto retrying = fault_options();
   retrying.retry_count = 10;
   {
-    // With fencing (the default) the two counters left do not make a
+    // With fencing (fault_options) the two counters left do not make a
     // majority: no token, so no lock, rather than a token that goes back.
     redis::redlock fenced(ex, masters_b, key, retrying);
     auto [ec_f] = co_await fenced.acquire(tuple_token);

@@ -147,6 +147,7 @@ struct redis_lock_traits {
   }
   static redis::lock_options options(hold_kind kind) {
     redis::lock_options o;
+    o.fencing = true;  // the contract's fencing_token() line
     o.ttl = kind == hold_kind::short_lived ? 300ms : 10000ms;
     o.wait = 2000ms;
     o.retry_delay = 20ms;
@@ -185,6 +186,7 @@ struct redlock_traits {
   }
   static redis::redlock_options options(hold_kind kind) {
     redis::redlock_options o;
+    o.fencing = true;
     o.ttl = kind == hold_kind::short_lived ? 1000ms : 10000ms;
     o.master_timeout = 200ms;  // generous: sanitizers on busy cores
     o.retry_count = -1;
@@ -267,7 +269,7 @@ asio::awaitable<void> acquire_and_release(std::string name) {
   co_await expect_free<T>(b, name, "after a release");
 }
 
-// Every lock fences (Redis: its `fencing` option, on by default): a token
+// Every lock fences (Redis: with its `fencing` option on, as the traits set): a token
 // while held, none otherwise, and a larger one for each new hold, whoever takes it.
 template <class T>
 asio::awaitable<void> fencing_tokens_grow(std::string name) {

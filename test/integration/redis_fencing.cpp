@@ -68,6 +68,7 @@ void check_strictly_increasing(const std::vector<std::int64_t>& tokens) {
 
 redis::lock_options contended_lock_options() {
   redis::lock_options o;
+  o.fencing = true;
   o.ttl = 10s;
   o.wait = 30s;
   o.retry_delay = 1ms;
@@ -97,6 +98,7 @@ asio::awaitable<void> single_lock_tokens(asio::any_io_executor ex) {
 
 redis::redlock_options contended_redlock_options() {
   redis::redlock_options o;
+  o.fencing = true;
   o.ttl = 10s;
   o.retry_count = -1;
   o.wait_limit = 30s;
@@ -148,6 +150,7 @@ asio::awaitable<void> paused_holder_is_refused(asio::any_io_executor ex) {
   auto key = dlock::test::unique_name("fenced-resource-lock");
   auto resource = dlock::test::unique_name("fenced-resource");
   redis::lock_options o;
+  o.fencing = true;
   o.ttl = 200ms;
   redis::lock a(conn, key, o), b(conn, key, o);
   BOOST_REQUIRE(!std::get<0>(co_await a.acquire(tuple_token)));

@@ -70,7 +70,7 @@ asio::awaitable<void> zookeeper_session() {
 }
 
 asio::awaitable<void> fencing(dlock::redis::connection& conn, dlock::zk::client& zk, dlock::zk::mutex& m) {
-  dlock::redis::lock l(conn, "orders-lock");
+  dlock::redis::lock l(conn, "orders-lock", {.fencing = true});
   co_await l.acquire();
   co_await dlock::redis::fenced_set(conn, "orders", "v2", l.fencing_token());
   // throws dlock::error::stale_token if a later holder of "orders-lock" has written "orders"

@@ -48,8 +48,10 @@ struct lock_options {
   std::chrono::milliseconds max_hold{0};
   /// Give every hold a fencing token (see `lock::fencing_token()`): the
   /// acquire is one script that sets the key and increments its companion
-  /// counter `<key>:fencing` in the same atomic step.
-  bool fencing = true;
+  /// counter `<key>:fencing` in the same atomic step. Off by default: the
+  /// script costs the server more than a plain `SET`, about 10-15 % of an
+  /// acquire+release here (benchmarks/RESULTS.md, "Fencing's cost").
+  bool fencing = false;
 };
 
 /// The key holds the token as its plain value, as redis-py's `Lock`, redsync

@@ -22,7 +22,7 @@
 //    and a second client can reach a majority. Delay restarts, or enable AOF
 //    with `appendfsync always`.
 //  - The masters are independent (no replication between them).
-//  - Fencing tokens (`redlock_options::fencing`, on by default): each
+//  - Fencing tokens (`redlock_options::fencing`, off by default): each
 //    master counts holds on the counter `<key>:fencing`, in the script that
 //    sets the key. Every hold's token was left on a majority of counters
 //    before its acquire completed (written back to the masters behind it);

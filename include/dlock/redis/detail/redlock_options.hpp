@@ -36,7 +36,9 @@ struct redlock_options {
 
   /// Give every hold a fencing token (see `redlock::fencing_token()`): each
   /// master counts holds on the key's companion counter `<key>:fencing`.
-  bool fencing = true;
+  /// Off by default: about 10 % of an acquire+release here
+  /// (benchmarks/RESULTS.md, "Fencing's cost").
+  bool fencing = false;
 };
 
 namespace detail {
