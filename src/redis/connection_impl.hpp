@@ -180,6 +180,10 @@ class connection_impl : public reply_sink, public std::enable_shared_from_this<c
   // wait for the end of the read and leave together in one write.
   bool dispatching_replies_ = false;
   bool write_wanted_ = false;
+  // Other connections on this executor given commands while this one handed
+  // out replies: written when the hand-out ends (reused).
+  std::vector<std::pair<std::shared_ptr<connection_impl>, std::uint64_t>> deferred_writes_;
+  void write_deferred();
 };
 
 }  // namespace dlock::redis::detail
