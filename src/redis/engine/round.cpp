@@ -160,28 +160,30 @@ bool redlock_round::counted(std::size_t index) const noexcept {
   return outcome == master_outcome::ok || outcome == master_outcome::already_ours || outcome == master_outcome::taken;
 }
 
+// Masters that answered (yes or no), and those of them with a counter.
+redlock_round::counter_tally redlock_round::tally_counters() const noexcept {
+  counter_tally t;
+  for (std::size_t i = 0; i < outcomes_.size(); ++i) {
+    if (!counted(i)) continue;
+    ++t.answered;
+    if (counters_[i] != no_counter) ++t.with_counter;
+  }
+  return t;
+}
+
 // Counters seen cover a majority; or no master that answered has one, a
 // majority answered and nobody else will: a new key.
 bool redlock_round::fencing_settled() const noexcept {
-  std::size_t with_counter = 0, answered = 0;
-  for (std::size_t i = 0; i < outcomes_.size(); ++i) {
-    if (!counted(i)) continue;
-    ++answered;
-    if (counters_[i] != no_counter) ++with_counter;
-  }
-  bool new_key = with_counter == 0 && answered >= quorum() && count(master_outcome::pending) == 0;
-  return with_counter >= quorum() || new_key;
+  auto t = tally_counters();
+  bool new_key = t.with_counter == 0 && t.answered >= quorum() && count(master_outcome::pending) == 0;
+  return t.with_counter >= quorum() || new_key;
 }
 
+// Either of the above can still happen once the pending masters answer.
 bool redlock_round::fencing_reachable() const noexcept {
-  std::size_t with_counter = 0, answered = 0;
-  for (std::size_t i = 0; i < outcomes_.size(); ++i) {
-    if (!counted(i)) continue;
-    ++answered;
-    if (counters_[i] != no_counter) ++with_counter;
-  }
+  auto t = tally_counters();
   std::size_t pending = count(master_outcome::pending);
-  return with_counter + pending >= quorum() || (with_counter == 0 && answered + pending >= quorum());
+  return t.with_counter + pending >= quorum() || (t.with_counter == 0 && t.answered + pending >= quorum());
 }
 
 // The largest counter seen, after its increment: a master that said no was

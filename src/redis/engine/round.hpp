@@ -115,6 +115,10 @@ class redlock_round {
  private:
   void decide(redlock_clock::time_point now);
   bool counted(std::size_t index) const noexcept;  // answered ok or taken
+  struct counter_tally {
+    std::size_t answered = 0, with_counter = 0;
+  };
+  counter_tally tally_counters() const noexcept;
   bool fencing_settled() const noexcept;
   bool fencing_reachable() const noexcept;
   std::int64_t token_from_counters() const noexcept;
