@@ -49,7 +49,7 @@ struct lock_options {
   /// Give every hold a fencing token (see `lock::fencing_token()`): the
   /// acquire is one script that sets the key and increments its companion
   /// counter `<key>:fencing` in the same atomic step. Off by default: the
-  /// script costs the server more than a plain `SET`, about 10-15 % of an
+  /// script costs the server more than a plain `SET`, about 10-18 % of an
   /// acquire+release here (benchmarks/RESULTS.md, "Fencing's cost").
   bool fencing = false;
 };
