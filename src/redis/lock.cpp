@@ -1,12 +1,13 @@
-// redis::lock: release, extend, destruction and the public handle. The
-// acquire is in lock_acquire.cpp, the background deletes in lock_cleanup.cpp,
-// the hold (validity, loss, auto-extension) in engine/hold.cpp.
+// redis::basic_hold, the shell redis::lock and redis::semaphore share:
+// release, extend, destruction and the public handle (the semaphore's own
+// part is in semaphore.cpp). The acquire is
+// in lock_acquire.cpp, the background undos in lock_cleanup.cpp, the hold
+// (validity, loss, auto-extension) in engine/hold.cpp.
 #include "lock_state.hpp"
 
 #include "detail/completion.hpp"
 #include "detail/spawn_to_handler.hpp"
 #include "redis/engine/replies.hpp"
-#include "redis/engine/scripts.hpp"
 
 #include <boost/asio/append.hpp>
 #include <boost/asio/as_tuple.hpp>
@@ -38,10 +39,7 @@ auto async_submit(const std::shared_ptr<connection_impl>& conn, encoded_command 
 
 asio::awaitable<error_code> extend_held(std::shared_ptr<lock_state> s, std::chrono::milliseconds ttl) {
   auto sent = steady_clock::now();
-  auto ttl_text = std::to_string(ttl.count());
-  auto tail = connection::eval_tail({std::string_view(s->key)},
-                                    {std::string_view(s->hold.token()), std::string_view(ttl_text)});
-  auto op = async_submit(s->conn, encode_eval(extend_script(), tail), tuple_token);
+  auto op = async_submit(s->conn, s->commands.extend(s->hold.token(), ttl), tuple_token);
   auto [ec, r] = co_await std::move(op);
   if (!ec) ec = interpret_compare_script(r);
   if (!ec) s->hold.renew(sent, ttl);
@@ -51,7 +49,7 @@ asio::awaitable<error_code> extend_held(std::shared_ptr<lock_state> s, std::chro
 namespace {
 
 asio::awaitable<std::tuple<error_code>> extend_coro(std::shared_ptr<lock_state> s, std::chrono::milliseconds ttl) {
-  if (auto ec = validate(s->key, ttl)) co_return ec;
+  if (auto ec = validate(s->commands.key, ttl)) co_return ec;
   if (s->hold.state() == hold::phase::lost) co_return make_error_code(dlock::error::lost);
   if (!s->hold.held()) co_return make_error_code(dlock::error::not_held);
   auto extending = extend_held(s, ttl);
@@ -72,7 +70,7 @@ struct release_reply {
 
   void send() {
     auto& conn = *s->conn;
-    auto command = release_command(s->key, token);  // before *this is moved
+    auto command = s->commands.release(token);  // before *this is moved
     connection_access::submit(conn, std::move(command), std::move(*this));
   }
   void operator()(error_code ec, reply r) {
@@ -107,8 +105,8 @@ void begin_release(std::shared_ptr<lock_state> s, lock_handler h, bool in_place)
   s->hold.end(lock_handler([reply = std::move(reply)](error_code) mutable { reply.send(); }));
 }
 
-// ~lock: an acquire in progress gives up (completing with
-// operation_aborted), a held key is deleted in the background.
+// ~basic_hold: an acquire in progress gives up (completing with
+// operation_aborted), a held key or lease is released in the background.
 void abandon(const std::shared_ptr<lock_state>& s) {
   s->destroyed = true;
   s->retry_pause.cancel();
@@ -122,41 +120,45 @@ void abandon(const std::shared_ptr<lock_state>& s) {
 }  // namespace
 }  // namespace detail
 
-lock::lock(connection& conn, std::string key, lock_options opts)
-    : state_(std::make_shared<detail::lock_state>(detail::connection_access::impl(conn), std::move(key), opts)) {
+basic_hold::basic_hold(std::shared_ptr<detail::lock_state> state) : state_(std::move(state)) {
   state_->hold.attach(state_);
 }
 
-lock::~lock() {
+basic_hold::~basic_hold() {
   if (state_) detail::abandon(state_);  // not when moved from
 }
 
-// The lock's state lives on the connection's executor: get there first.
-void lock::start_acquire(bool retry, std::optional<std::chrono::milliseconds> wait, handler_type handler,
-                         bool in_place) {
+// The state lives on the connection's executor: get there first.
+void basic_hold::start_acquire(bool retry, std::optional<std::chrono::milliseconds> wait, handler_type handler,
+                               bool in_place) {
   asio::dispatch(state_->executor, [s = state_, retry, wait, h = std::move(handler), in_place]() mutable {
     detail::begin_acquire(std::move(s), retry, wait, std::move(h), in_place);
   });
 }
-void lock::start_release(handler_type handler, bool in_place) {
+void basic_hold::start_release(handler_type handler, bool in_place) {
   asio::dispatch(state_->executor, [s = state_, h = std::move(handler), in_place]() mutable {
     detail::begin_release(std::move(s), std::move(h), in_place);
   });
 }
-void lock::start_extend(std::chrono::milliseconds ttl, handler_type handler) {
+void basic_hold::start_extend(std::chrono::milliseconds ttl, handler_type handler) {
   dlock::detail::spawn_to_handler(state_->executor, detail::extend_coro(state_, ttl), std::move(handler));
 }
 
-asio::any_io_executor lock::get_executor() const noexcept { return state_->executor; }
+asio::any_io_executor basic_hold::get_executor() const noexcept { return state_->executor; }
 // A lost hold is not held, although release() is still to be called (it
 // deletes the key if it is still ours and reports the loss).
-bool lock::held() const noexcept { return state_->hold.held(); }
-std::chrono::milliseconds lock::validity() const noexcept { return state_->hold.validity(); }
-const std::string& lock::token() const noexcept { return state_->hold.token(); }
+bool basic_hold::held() const noexcept { return state_->hold.held(); }
+std::chrono::milliseconds basic_hold::validity() const noexcept { return state_->hold.validity(); }
+const std::string& basic_hold::token() const noexcept { return state_->hold.token(); }
+const std::string& basic_hold::key() const noexcept { return state_->commands.key; }
+lock_loss& basic_hold::loss() noexcept { return state_->hold.loss(); }
+std::uint64_t basic_hold::extensions() const noexcept { return state_->hold.extensions(); }
+
+lock::lock(connection& conn, std::string key, lock_options opts)
+    : basic_hold(std::make_shared<detail::lock_state>(detail::connection_access::impl(conn),
+                                                      detail::hold_commands::lock(std::move(key), opts.fencing), opts)) {}
+
 std::int64_t lock::fencing_token() const noexcept { return state_->hold.fencing_token(); }
-const std::string& lock::key() const noexcept { return state_->key; }
 const lock_options& lock::options() const noexcept { return state_->opts; }
-lock_loss& lock::loss() noexcept { return state_->hold.loss(); }
-std::uint64_t lock::extensions() const noexcept { return state_->hold.extensions(); }
 
 }  // namespace dlock::redis

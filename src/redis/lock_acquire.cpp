@@ -1,12 +1,12 @@
-// The acquire of a redis::lock: the Asio shell of the acquire machine
-// (engine/acquire_machine.hpp) over one connection. An attempt is one
-// `SET key token NX PX ttl`; a failed one is not retried (one master: its
+// The acquire of a redis::lock or a redis::semaphore's lease: the Asio shell
+// of the acquire machine (engine/acquire_machine.hpp) over one connection. An
+// attempt is one `SET key token NX PX ttl` (or the fenced or semaphore
+// script, hold_commands.hpp); a failed one is not retried (one server: its
 // error is the answer), a taken one is, until the wait runs out.
 #include "lock_state.hpp"
 
 #include "detail/completion.hpp"
 #include "redis/engine/replies.hpp"
-#include "redis/engine/scripts.hpp"
 
 namespace dlock::redis::detail {
 namespace {
@@ -17,24 +17,11 @@ void act(acquire_op&& op, acquire_action action);
 
 double unit_random(lock_state& s) { return std::uniform_real_distribution<double>(0.0, 1.0)(s.random); }
 
-// With fencing, one script sets the key and counts the hold in one step.
-encoded_command attempt_command(const lock_state& s, const std::string& token) {
-  if (s.opts.fencing) {
-    auto ttl = std::to_string(s.opts.ttl.count());
-    return encode_eval(fenced_acquire_script(),
-                       connection::eval_tail({std::string_view(s.key), std::string_view(s.counter_key)},
-                                             {std::string_view(token), std::string_view(ttl)}));
-  }
-  command set{"SET", s.key, token, "NX", "PX"};
-  set.arg(s.opts.ttl.count());
-  return encode(std::move(set));
-}
-
 void send_attempt(acquire_op&& op) {
   auto s = op.s;
   op.token = make_token();
   op.sent = steady_clock::now();
-  auto wire = attempt_command(*s, op.token);  // before `op` is moved
+  auto wire = s->commands.attempt(op.token, s->opts.ttl);  // before `op` is moved
   connection_access::submit(*s->conn, std::move(wire), std::move(op));
 }
 
@@ -75,24 +62,6 @@ void act(acquire_op&& op, acquire_action action) {
   }
 }
 
-// What the attempt's answer means: empty when the key is now ours (and,
-// with fencing, `fencing_token` set).
-error_code attempt_failure(const lock_state& s, error_code ec, const reply& answer, std::int64_t& fencing_token) {
-  if (ec) return ec;
-  auto outcome = interpret_set(answer);
-  if (s.opts.fencing) {
-    auto fenced = interpret_fenced_set(answer);
-    outcome = fenced.outcome;
-    fencing_token = fenced.fencing_token;
-  }
-  switch (outcome) {
-    case set_outcome::acquired: return {};
-    case set_outcome::taken: return dlock::error::taken;
-    case set_outcome::unexpected: break;
-  }
-  return redis::error::protocol_error;
-}
-
 void begin_hold(const std::shared_ptr<lock_state>& s, std::string token, steady_time sent, std::int64_t fencing_token);
 
 }  // namespace
@@ -102,7 +71,7 @@ void acquire_op::operator()(error_code ec, reply answer) {
   // flushed): nothing was set, send it again.
   if (not_run(ec) && !s->destroyed && ++sends < max_cleanup_sends) return send_attempt(std::move(*this));
   std::int64_t fencing_token = 0;
-  auto failure = attempt_failure(*s, ec, answer, fencing_token);
+  auto failure = s->commands.attempt_failure(ec, answer, fencing_token);
   bool may_have_landed = !failure || (ec && set_outcome_unknown(ec));
   if (s->destroyed) {  // the lock is gone: nobody would release what it took
     auto action = machine.cancel();
@@ -161,8 +130,9 @@ asio::awaitable<error_code> extend_step(std::weak_ptr<lock_state> weak) {
 }
 
 // Options the lock cannot work with (UB, a tight loop, no validity).
-error_code validate_options(std::string_view key, const lock_options& o) {
-  if (auto ec = validate(key, o.ttl)) return ec;
+error_code validate_options(const hold_commands& what, const lock_options& o) {
+  if (auto ec = what.invalid()) return ec;
+  if (auto ec = validate(what.key, o.ttl)) return ec;
   using std::chrono::milliseconds;
   bool bad = o.wait < milliseconds::zero() || o.retry_delay < milliseconds::zero() ||
              o.retry_jitter < milliseconds::zero() || o.drift_extra < milliseconds::zero() ||
@@ -175,7 +145,7 @@ error_code validate_options(std::string_view key, const lock_options& o) {
 
 void begin_acquire(std::shared_ptr<lock_state> s, bool retry, std::optional<std::chrono::milliseconds> limit,
                    lock_handler h, bool in_place) {
-  error_code refuse = validate_options(s->key, s->opts);
+  error_code refuse = validate_options(s->commands, s->opts);
   if (!refuse && limit && *limit <= std::chrono::milliseconds::zero()) refuse = dlock::error::invalid_argument;
   if (!refuse && s->holding()) refuse = dlock::error::already_held;
   if (!refuse && (s->acquiring || s->releasing)) refuse = dlock::error::in_progress;

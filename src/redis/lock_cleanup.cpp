@@ -1,19 +1,14 @@
-// Deleting an attempt's key in the background (redis::lock): a SET whose
-// answer was lost may have landed, and a lock destroyed while holding leaves
-// its key to be deleted. Compare-and-delete, so only ever our own token.
+// Undoing an attempt in the background (redis::lock, redis::semaphore): a SET
+// (or admit) whose answer was lost may have landed, and a handle destroyed
+// while holding leaves its hold to be released. Compare-and-delete, so only
+// ever our own token.
 #include "lock_state.hpp"
-
-#include "redis/engine/scripts.hpp"
 
 #include <dlock/error.hpp>
 
 #include <boost/asio/bind_executor.hpp>
 
 namespace dlock::redis::detail {
-
-encoded_command release_command(const std::string& key, const std::string& token) {
-  return encode_eval(release_script(), connection::eval_tail({std::string_view(key)}, {std::string_view(token)}));
-}
 
 bool not_run(error_code ec) { return ec == redis::error::script_not_run || ec == redis::error::no_script; }
 
@@ -32,7 +27,7 @@ struct cleanup_reply {
 void send_cleanup(cleanup_reply c) {
   ++c.s->cleanups_in_flight;
   auto& conn = *c.s->conn;
-  auto command = release_command(c.s->key, c.token);  // before `c` is moved
+  auto command = c.s->commands.release(c.token);  // before `c` is moved
   connection_access::submit(conn, std::move(command), std::move(c));
 }
 

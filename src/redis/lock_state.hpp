@@ -1,16 +1,18 @@
-// The state of one redis::lock, shared by its files: lock.cpp (release,
-// extend, the public handle), lock_acquire.cpp (the acquire shell) and
-// lock_cleanup.cpp (deleting an attempt's key in the background). It lives
-// on the connection's executor; every function here runs there.
+// The state of one hold on one Redis server, a redis::lock or a
+// redis::semaphore's lease (which differ only in their commands,
+// hold_commands.hpp), shared by the files of that shell: lock.cpp (release,
+// extend, the public handles' glue), lock_acquire.cpp (the acquire shell) and
+// lock_cleanup.cpp (undoing an attempt in the background). It lives on the
+// connection's executor; every function here runs there.
 #pragma once
 
 #include <dlock/redis/lock.hpp>
 
 #include "connection_impl.hpp"
 #include "detail/op_base.hpp"
+#include "hold_commands.hpp"
 #include "redis/engine/acquire_machine.hpp"
 #include "redis/engine/hold.hpp"
-#include "redis/engine/scripts.hpp"
 #include "redis/token.hpp"
 
 #include <boost/asio/awaitable.hpp>
@@ -44,11 +46,10 @@ struct acquire_op {
 };
 
 struct lock_state : std::enable_shared_from_this<lock_state> {
-  lock_state(std::shared_ptr<connection_impl> c, std::string k, lock_options o)
+  lock_state(std::shared_ptr<connection_impl> c, hold_commands what, lock_options o)
       : conn(std::move(c)),
         executor(conn->executor()),
-        key(std::move(k)),
-        counter_key(o.fencing ? fencing_counter_key(key) : std::string()),
+        commands(std::move(what)),
         opts(o),
         hold(executor, drift_rule{o.drift_factor, o.drift_extra}),
         retry_pause(executor),
@@ -61,9 +62,8 @@ struct lock_state : std::enable_shared_from_this<lock_state> {
   // the lock's commands with dlock::error::closed.
   std::shared_ptr<connection_impl> conn;
   asio::any_io_executor executor;
-  std::string key;
-  std::string counter_key;  // with fencing: the key's companion counter
-  lock_options opts;
+  hold_commands commands;  // the key, and what is sent to it
+  lock_options opts;       // a semaphore's, with fencing off
   // One operation at a time: at most one of these is true (or holding()).
   bool acquiring = false;
   bool releasing = false;
@@ -71,7 +71,7 @@ struct lock_state : std::enable_shared_from_this<lock_state> {
   // no-op that succeeds, as on every dlock lock. Cleared when an acquire starts.
   bool released = false;
   bool destroyed = false;  // ~lock ran: an acquire in progress gives up
-  // Compare-and-deletes sent and not answered yet (see acquire_machine.hpp).
+  // Undos of attempts sent and not answered yet (see acquire_machine.hpp).
   int cleanups_in_flight = 0;
   std::optional<acquire_op> waiting;  // the acquire waiting for them
   detail::hold hold;
@@ -81,6 +81,10 @@ struct lock_state : std::enable_shared_from_this<lock_state> {
 
 using lock_handler = asio::any_completion_handler<void(error_code)>;
 
+// lock.cpp
+/// One compare-and-PEXPIRE (or lease extension) of the held token; renews the hold on success.
+asio::awaitable<error_code> extend_held(std::shared_ptr<lock_state> s, std::chrono::milliseconds ttl);
+
 // lock_acquire.cpp
 void begin_acquire(std::shared_ptr<lock_state> s, bool retry, std::optional<std::chrono::milliseconds> limit,
                    lock_handler h, bool in_place);
@@ -89,15 +93,10 @@ void stop_waiting(const std::shared_ptr<lock_state>& s);
 /// The last cleanup in flight was answered: a waiting acquire goes on.
 void resume_waiting(const std::shared_ptr<lock_state>& s);
 
-// lock.cpp
-/// One compare-and-PEXPIRE of the held token; renews the hold on success.
-asio::awaitable<error_code> extend_held(std::shared_ptr<lock_state> s, std::chrono::milliseconds ttl);
-
 // lock_cleanup.cpp
-/// Best effort, in the background: compare-and-delete `token`, until the
-/// server ran it or the key has surely expired. No SET is sent meanwhile.
+/// Best effort, in the background: release `token`'s hold (compare-and-delete),
+/// until the server ran it or the hold has surely expired. No attempt is sent meanwhile.
 void start_cleanup(const std::shared_ptr<lock_state>& s, std::string token);
-encoded_command release_command(const std::string& key, const std::string& token);
 /// The server did not run a script (not in its cache, and the connection
 /// could not fall back to EVAL without reordering): send it again.
 bool not_run(error_code ec);

@@ -1,5 +1,6 @@
 // Fault injection at every step of the Redis recipes (safety issue: "fault
-// injection at every step"). Each scenario (acquire, extend, release) runs
+// injection at every step"): redis::lock (plain and fenced), redis::semaphore
+// (one lease) and redis::redlock. Each scenario (acquire, extend, release) runs
 // once through redis_proxy to count its commands, then once per command k
 // with a fault at command k:
 //   cut      the command is forwarded, the connection cut before its reply;
@@ -29,6 +30,7 @@
 #include <dlock/redis/error.hpp>
 #include <dlock/redis/lock.hpp>
 #include <dlock/redis/redlock.hpp>
+#include <dlock/redis/semaphore.hpp>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -41,6 +43,7 @@
 #include <exception>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace asio = boost::asio;
@@ -121,34 +124,74 @@ asio::awaitable<void> refuse_when_fired(std::vector<redis_proxy*> proxies, std::
   *done = true;
 }
 
-// GET and PTTL of `key` through a direct connection.
-struct key_state {
-  std::string value;  // "" when absent
-  long long pttl = -2;
+// What the server holds at `key` for `token`, through a direct connection:
+// the lock's value (GET, PTTL), or the semaphore's member (ZSCORE against the
+// server's TIME; an expired member counts as gone, as the scripts count it).
+// An empty `token` (a failed acquire: the handle has no token to give) stands
+// for any holder: nobody else writes the key then, so whatever is there is
+// what our attempts left.
+struct hold_state {
+  bool ours = false;
+  long long ms_left = -2;  // how long it stays ours; -2 when not ours, -1 without expiry
+  std::string value;       // what the server holds, for messages
 };
 
-asio::awaitable<key_state> read_key(redis::connection& direct, std::string key) {
-  key_state out;
-  auto [get_ec, value] = co_await direct.exec(redis::command("GET", key), with_ec);
-  BOOST_TEST_REQUIRE(!get_ec, "GET on the direct connection: " << get_ec.message());
+asio::awaitable<redis::reply> must(redis::connection& direct, redis::command c) {
+  auto [ec, r] = co_await direct.exec(std::move(c), with_ec);
+  BOOST_TEST_REQUIRE(!ec, "on the direct connection: " << ec.message());
+  co_return r;
+}
+
+asio::awaitable<hold_state> read_lock(redis::connection& direct, std::string key, std::string token) {
+  hold_state out;
+  auto value = co_await must(direct, redis::command("GET", key));
   if (value.is_bulk()) out.value = std::string(value.string());
-  auto [pttl_ec, pttl] = co_await direct.exec(redis::command("PTTL", key), with_ec);
-  BOOST_TEST_REQUIRE(!pttl_ec);
-  out.pttl = pttl.integer();
+  auto pttl = co_await must(direct, redis::command("PTTL", key));
+  // PTTL -2: deleted between GET and PTTL; a value set in between is seen next time.
+  out.ours = value.is_bulk() && (token.empty() || out.value == token) && pttl.integer() != -2;
+  out.ms_left = out.ours ? pttl.integer() : -2;
   co_return out;
 }
 
-// No key holding `token` on `direct` now, or (a key a failed operation may
+long long server_ms(const redis::reply& time) {
+  return std::stoll(std::string(time.elements().at(0).string())) * 1000 +
+         std::stoll(std::string(time.elements().at(1).string())) / 1000;
+}
+
+asio::awaitable<hold_state> read_lease(redis::connection& direct, std::string key, std::string token) {
+  hold_state out;
+  std::string score;
+  if (token.empty()) {  // the member that lasts longest
+    auto last = co_await must(direct, redis::command("ZRANGE", key, "-1", "-1", "WITHSCORES"));
+    if (last.elements().size() == 2) score = std::string(last.elements()[1].string());
+  } else {
+    auto ours = co_await must(direct, redis::command("ZSCORE", key, token));
+    if (ours.is_bulk()) score = std::string(ours.string());
+  }
+  if (score.empty()) co_return out;
+  auto left = std::stoll(score) - server_ms(co_await must(direct, redis::command("TIME")));
+  out.ours = left > 0;
+  out.ms_left = out.ours ? left : -2;
+  out.value = "a lease of " + std::to_string(left) + " ms";
+  co_return out;
+}
+
+asio::awaitable<hold_state> read_hold(redis::connection& direct, std::string key, std::string token, bool lease) {
+  if (lease) co_return co_await read_lease(direct, std::move(key), std::move(token));
+  co_return co_await read_lock(direct, std::move(key), std::move(token));
+}
+
+// Nothing holds `token` on `direct` now, or (what a failed operation may
 // leave) once its TTL has passed: it must have one.
-asio::awaitable<void> expect_gone_by_ttl(redis::connection& direct, std::string key, std::string token,
+asio::awaitable<void> expect_gone_by_ttl(redis::connection& direct, std::string key, std::string token, bool lease,
                                          std::string when) {
-  auto state = co_await read_key(direct, key);
-  if (state.value != token || state.pttl == -2) co_return;  // -2: deleted between GET and PTTL
-  BOOST_TEST(state.pttl > 0, "our key is left " << when << " without a TTL (PTTL " << state.pttl << ")");
-  BOOST_TEST_MESSAGE("our key is left " << when << " (PTTL " << state.pttl << " ms): waiting for its TTL");
-  co_await sleep_for(std::chrono::milliseconds(std::max(0LL, state.pttl)) + 100ms);
-  auto after = co_await read_key(direct, key);
-  BOOST_TEST(after.value != token, "our key is still there " << when << " after its TTL");
+  auto state = co_await read_hold(direct, key, token, lease);
+  if (!state.ours) co_return;
+  BOOST_TEST(state.ms_left > 0, "our hold is left " << when << " without a TTL (" << state.ms_left << ")");
+  BOOST_TEST_MESSAGE("our hold is left " << when << " (" << state.ms_left << " ms): waiting for its TTL");
+  co_await sleep_for(std::chrono::milliseconds(std::max(0LL, state.ms_left)) + 100ms);
+  auto after = co_await read_hold(direct, key, token, lease);
+  BOOST_TEST(!after.ours, "our hold is still there " << when << " after its TTL");
 }
 
 bool is_connection_error(const error_code& ec) {
@@ -169,22 +212,48 @@ asio::awaitable<void> settle(redis::connection& conn) {
   for (int i = 0; i < 100 && conn.state() != redis::connection_state::connected; ++i) co_await sleep_for(20ms);
 }
 
-// ---------------------------------------------------------------- redis::lock
+// ------------------------------------------------ redis::lock, redis::semaphore
 
-asio::awaitable<void> lock_scenario(redis_proxy& proxy, plan p, std::shared_ptr<run_result> out) {
+// The one-server holds: the lock with a plain SET, the lock with its fencing
+// script, a semaphore of one lease (the same shell, other commands).
+enum class single { plain_lock, fenced_lock, lease };
+
+redis::lock_options lock_options_for(single kind) {
+  redis::lock_options lo;
+  lo.ttl = ttl;
+  lo.wait = 1000ms;
+  lo.fencing = kind == single::fenced_lock;
+  return lo;
+}
+
+redis::semaphore_options lease_options() {
+  redis::semaphore_options so;
+  so.ttl = ttl;
+  so.wait = 1000ms;
+  return so;
+}
+
+template <class Hold>
+std::unique_ptr<Hold> make_hold(redis::connection& conn, const std::string& key, single kind) {
+  if constexpr (std::is_same_v<Hold, redis::semaphore>)
+    return std::make_unique<Hold>(conn, key, 1, lease_options());
+  else
+    return std::make_unique<Hold>(conn, key, lock_options_for(kind));
+}
+
+template <class Hold>
+asio::awaitable<void> single_scenario(redis_proxy& proxy, plan p, single kind, std::shared_ptr<run_result> out) {
   auto ex = co_await asio::this_coro::executor;
   auto master = dlock::test::redis_masters().at(0);
   redis::connection direct(ex, options_for(master.host, master.port, true));
   co_await direct.connect();
   redis::connection conn(ex, options_for(proxy.host(), proxy.port()));
   co_await conn.connect();
-  auto key = dlock::test::unique_name("dlock-test:steps:lock");
-  redis::lock_options lo;
-  lo.ttl = ttl;
-  lo.wait = 1000ms;
-  redis::lock lock(conn, key, lo);
-  redis::lock_options other_options = lo;
-  redis::lock other(direct, key, other_options);
+  bool lease = kind == single::lease;
+  auto key = dlock::test::unique_name("dlock-test:steps:single");
+  auto holder = make_hold<Hold>(conn, key, kind);
+  auto other = make_hold<Hold>(direct, key, kind);
+  auto& lock = *holder;
 
   auto before = proxy.forwarded_commands();
   auto faults_before = proxy.faults();
@@ -199,22 +268,25 @@ asio::awaitable<void> lock_scenario(redis_proxy& proxy, plan p, std::shared_ptr<
   }
 
   auto [acquired] = co_await lock.acquire(with_ec);
-  auto state = co_await read_key(direct, key);
+  auto state = co_await read_hold(direct, key, lock.token(), lease);
   if (!acquired) {
     BOOST_TEST(lock.held());
-    BOOST_TEST(state.value == lock.token(), "acquire succeeded but the key holds '" << state.value << "'");
-    auto [second] = co_await other.try_acquire(with_ec);
-    BOOST_TEST((second == dlock::error::taken), "a second lock's try_acquire while we hold: " << second.message());
-    if (!second) co_await other.release(with_ec);
+    BOOST_TEST(state.ours, "acquire succeeded but the server holds '" << state.value << "'");
+    if constexpr (!std::is_same_v<Hold, redis::semaphore>) {
+      if (kind == single::fenced_lock) BOOST_TEST(lock.fencing_token() > 0);
+    }
+    auto [second] = co_await other->try_acquire(with_ec);
+    BOOST_TEST((second == dlock::error::taken), "a second holder's try_acquire while we hold: " << second.message());
+    if (!second) co_await other->release(with_ec);
 
     co_await settle(conn);
     auto [extended] = co_await lock.extend(ttl, with_ec);
-    auto after_extend = co_await read_key(direct, key);
+    auto after_extend = co_await read_hold(direct, key, lock.token(), lease);
     if (!extended) {
-      BOOST_TEST(after_extend.value == lock.token(), "extend succeeded but the key holds '" << after_extend.value << "'");
+      BOOST_TEST(after_extend.ours, "extend succeeded but the server holds '" << after_extend.value << "'");
     } else {
-      // not_owned is the truth only when the key no longer holds our token.
-      expect_truthful(extended, extended == dlock::error::not_owned && after_extend.value != lock.token(), "extend");
+      // not_owned is the truth only when the server no longer holds our token.
+      expect_truthful(extended, extended == dlock::error::not_owned && !after_extend.ours, "extend");
     }
 
     co_await settle(conn);
@@ -222,20 +294,21 @@ asio::awaitable<void> lock_scenario(redis_proxy& proxy, plan p, std::shared_ptr<
     auto loss_reason = lock.loss().reason();  // a release after a loss reports it (the contract)
     auto [released] = co_await lock.release(with_ec);
     BOOST_TEST(!lock.held(), "held() after release");
-    auto after_release = co_await read_key(direct, key);
+    auto after_release = co_await read_hold(direct, key, token, lease);
     if (!released) {
-      BOOST_TEST(after_release.value != token, "release succeeded but the key still holds our token");
+      BOOST_TEST(!after_release.ours, "release succeeded but the server still holds our token");
     } else {
       expect_truthful(released,
-                      (released == dlock::error::not_owned && after_release.value != token) ||
+                      (released == dlock::error::not_owned && !after_release.ours) ||
                           (loss_reason && released == loss_reason),
                       "release");
-      co_await expect_gone_by_ttl(direct, key, token, "after a failed release (" + released.message() + ")");
+      co_await expect_gone_by_ttl(direct, key, token, lease, "after a failed release (" + released.message() + ")");
     }
   } else {
     BOOST_TEST(!lock.held(), "held() after a failed acquire");
     expect_truthful(acquired, false, "acquire");
-    co_await expect_gone_by_ttl(direct, key, lock.token(), "after a failed acquire (" + acquired.message() + ")");
+    co_await expect_gone_by_ttl(direct, key, lock.token(), lease,
+                                "after a failed acquire (" + acquired.message() + ")");
   }
 
   *stop_refuser = true;
@@ -269,15 +342,15 @@ asio::awaitable<connections> connect_all(asio::any_io_executor ex, std::vector<d
 asio::awaitable<std::size_t> holders(connections& direct, std::string key, std::string token) {
   std::size_t n = 0;
   for (auto& c : direct) {
-    auto state = co_await read_key(*c, key);
-    if (state.value == token) ++n;
+    auto state = co_await read_lock(*c, key, token);
+    if (state.ours) ++n;
   }
   co_return n;
 }
 
 asio::awaitable<void> expect_all_gone_by_ttl(connections& direct, std::string key, std::string token,
                                              std::string when) {
-  for (auto& c : direct) co_await expect_gone_by_ttl(*c, key, token, when);
+  for (auto& c : direct) co_await expect_gone_by_ttl(*c, key, token, false, when);
 }
 
 bool redlock_error(const error_code& ec) {
@@ -409,7 +482,25 @@ BOOST_AUTO_TEST_SUITE(steps_redis)
 BOOST_AUTO_TEST_CASE(lock_every_step) {
   auto master = dlock::test::redis_masters().at(0);
   redis_proxy proxy(master.host, master.port);
-  every_step("redis lock", [&](plan p, std::shared_ptr<run_result> out) { return lock_scenario(proxy, p, out); });
+  every_step("redis lock", [&](plan p, std::shared_ptr<run_result> out) {
+    return single_scenario<redis::lock>(proxy, p, single::plain_lock, out);
+  });
+}
+
+BOOST_AUTO_TEST_CASE(fenced_lock_every_step) {
+  auto master = dlock::test::redis_masters().at(0);
+  redis_proxy proxy(master.host, master.port);
+  every_step("fenced redis lock", [&](plan p, std::shared_ptr<run_result> out) {
+    return single_scenario<redis::lock>(proxy, p, single::fenced_lock, out);
+  });
+}
+
+BOOST_AUTO_TEST_CASE(semaphore_every_step) {
+  auto master = dlock::test::redis_masters().at(0);
+  redis_proxy proxy(master.host, master.port);
+  every_step("redis semaphore", [&](plan p, std::shared_ptr<run_result> out) {
+    return single_scenario<redis::semaphore>(proxy, p, single::lease, out);
+  });
 }
 
 BOOST_AUTO_TEST_CASE(redlock_every_step) {

@@ -10,6 +10,7 @@
 #include <dlock/redis/fenced.hpp>
 #include <dlock/redis/lock.hpp>
 #include <dlock/redis/redlock.hpp>
+#include <dlock/redis/semaphore.hpp>
 #include <dlock/with_lock.hpp>
 #include <dlock/zk/client.hpp>
 #include <dlock/zk/leader_election.hpp>
@@ -148,6 +149,12 @@ asio::awaitable<void> redis_lock(dlock::redis::connection& conn) {
   dlock::redis::lock l(conn, "orders", {.ttl = std::chrono::seconds(10)});
   co_await l.acquire();                             // SET orders <token> NX PX 10000, with retries
   co_await l.release();                             // compare-and-delete (Lua)
+}
+
+asio::awaitable<void> redis_semaphore(dlock::redis::connection& conn) {
+  dlock::redis::semaphore lease(conn, "encoders", 4, {.ttl = std::chrono::seconds(10), .auto_extend = true});
+  co_await lease.acquire();                         // one of 4 leases; retries while all are held
+  co_await lease.release();                         // removes our member, nobody else's
 }
 
 asio::awaitable<void> redlock() {

@@ -1,4 +1,5 @@
-// dlock lock: run CMD while holding a ZooKeeper mutex (or read lock) or a Redis lock.
+// dlock lock: run CMD while holding a ZooKeeper mutex (or read lock), a Redis
+// lock, or one lease of a Redis semaphore (--permits).
 #include "dlock/backend.hpp"
 #include "dlock/command_line.hpp"
 #include "dlock/commands.hpp"
@@ -7,6 +8,7 @@
 
 #include <dlock/redis/lock.hpp>
 #include <dlock/redis/redlock.hpp>
+#include <dlock/redis/semaphore.hpp>
 #include <dlock/zk/mutex.hpp>
 #include <dlock/zk/shared_mutex.hpp>
 
@@ -27,6 +29,7 @@ struct lock_settings {
   std::optional<zk_settings> zk;  // none: Redis
   redis_settings redis;
   bool shared = false;
+  std::optional<std::size_t> permits;  // a semaphore of this many leases, not a lock
   milliseconds ttl{10'000};
   hold_settings hold;
 };
@@ -38,6 +41,8 @@ po::options_description lock_options() {
       ("redis", po::value<std::string>(), "one Redis server (a single-instance lock) or several masters "
                                           "(Redlock), HOST:PORT[,HOST:PORT...]; the lock is KEY")
       ("shared", "ZooKeeper: take the read side of the read/write lock at PATH")
+      ("permits", po::value<long long>(), "Redis (one server): hold one lease of a semaphore of N at KEY, "
+                                            "so that up to N commands run at once")
       ("timeout", po::value<std::string>(), "give up (status 124) if not acquired within D, connecting included "
                                             "(0: one attempt)")
       ("ttl", po::value<std::string>()->default_value("10s"), "Redis: the lock's TTL (extended while CMD runs)")
@@ -62,7 +67,14 @@ lock_settings settings_from(const parsed_arguments& parsed) {
   s.hold.timeout = duration_option(values, "timeout");
   s.hold.grace = *duration_option(values, "grace");
   s.shared = values.count("shared") > 0;
+  if (values.count("permits")) {  // signed: "-1" is refused, not wrapped around
+    auto permits = values["permits"].as<long long>();
+    if (permits <= 0) throw usage_error("--permits must be more than 0");
+    s.permits = static_cast<std::size_t>(permits);
+  }
+  if (s.permits && s.shared) throw usage_error("give at most one of --permits and --shared");
   if (zk) {
+    if (s.permits) throw usage_error("--permits is for --redis (dlock has no ZooKeeper semaphore yet)");
     if (zk->empty()) throw usage_error("--zk: no servers given");
     require_zk_path(s.hold.name);
     if (!values["ttl"].defaulted()) throw usage_error("--ttl is for --redis");
@@ -71,6 +83,7 @@ lock_settings settings_from(const parsed_arguments& parsed) {
     auto addresses = parse_host_list(*redis);
     if (!addresses) throw usage_error("--redis: '" + *redis + "' is not HOST:PORT[,HOST:PORT...] with each master once");
     if (s.shared) throw usage_error("--shared is for --zk");
+    if (s.permits && addresses->size() != 1) throw usage_error("--permits takes one Redis server");
     s.redis = redis_settings_from(values, std::move(*addresses));
     s.ttl = *duration_option(values, "ttl");
     if (s.ttl.count() == 0) throw usage_error("--ttl must be more than 0");
@@ -122,6 +135,11 @@ asio::awaitable<int> lock_on_zk(lock_settings s) {
 
 asio::awaitable<int> hold_on_redis(std::vector<std::shared_ptr<redis::connection>> connections, lock_settings s,
                                    asio::steady_timer& deadline, asio::signal_set& stop) {
+  if (s.permits) {  // a lease has no fencing token: DLOCK_FENCING_TOKEN is not set
+    redis::semaphore lease(*connections.front(), s.hold.name, *s.permits,
+                           {.ttl = s.ttl, .wait = practically_forever, .auto_extend = true});
+    co_return co_await hold_while_running(lease, s.hold, deadline, stop);
+  }
   if (connections.size() == 1) {
     redis::lock lock(*connections.front(), s.hold.name,
                      {.ttl = s.ttl, .wait = practically_forever, .auto_extend = true, .fencing = true});
@@ -156,7 +174,8 @@ int lock_command(const std::vector<std::string>& args) {
   auto options = lock_options();
   auto parsed_or_help = parse_or_print_help(args, "lock", options, {"name"}, true,
       "CMD runs with DLOCK_LOCK_NAME (PATH or KEY) and DLOCK_FENCING_TOKEN (the hold's\n"
-      "fencing token: a ZooKeeper zxid, or the Redis key's counter) in its environment. SIGINT, SIGTERM and SIGHUP are forwarded to CMD; the lock is\n"
+      "fencing token: a ZooKeeper zxid, or the Redis key's counter; none for a --permits lease) in its\n"
+      "environment. SIGINT, SIGTERM and SIGHUP are forwarded to CMD; the lock is\n"
       "released once CMD exits. If the lock is lost, CMD gets SIGTERM, then SIGKILL.\n"
       "Durations: 500ms, 30s, 2m, 1h (a bare number is seconds).\n\n" +
       std::string(secrets_help_text(true)) + std::string(exit_status::help_text()));

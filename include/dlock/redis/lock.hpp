@@ -2,27 +2,15 @@
 // only by the holder of the token.
 #pragma once
 
-#include <dlock/config.hpp>
-#include <dlock/detail/in_place.hpp>
-#include <dlock/error.hpp>
-#include <dlock/lock_loss.hpp>
 #include <dlock/lockable.hpp>
+#include <dlock/redis/basic_hold.hpp>
 #include <dlock/redis/connection.hpp>
-
-#include <boost/asio/any_completion_handler.hpp>
-#include <boost/asio/async_result.hpp>
 
 #include <chrono>
 #include <cstdint>
-#include <memory>
-#include <optional>
 #include <string>
 
 namespace dlock::redis {
-
-namespace detail {
-struct lock_state;
-}
 
 /// How a `redis::lock` acquires, holds and extends.
 struct lock_options {
@@ -93,144 +81,18 @@ struct lock_options {
 /// dlock::error::closed. Not reentrant. Destroying the lock ends an acquire
 /// in progress (operation_aborted; it never takes the key afterwards) and
 /// releases a held lock in the background.
-class lock {
+/// Its operations (acquire, try_acquire, acquire_for, release, extend) and
+/// accessors are `basic_hold`'s; an attempt is one `SET key token NX PX ttl`
+/// (with `fencing`, a script that also counts the hold).
+class lock : public basic_hold {
  public:
   /// Nothing is sent and nothing is checked here: bad options are reported
   /// by the first acquire (`dlock::error::invalid_argument`). The lock keeps
   /// the connection's internals alive (a shared handle).
   lock(connection& conn, std::string key, lock_options opts = {});
-  ~lock();
   /// Moves the lock (its hold too); the moved-from lock may only be destroyed.
   lock(lock&&) noexcept = default;
-  lock& operator=(lock&&) = delete;
-  lock(const lock&) = delete;
-  lock& operator=(const lock&) = delete;
 
-  /// Acquires, retrying `SET NX PX` with jitter until `options().wait` runs out.
-  ///
-  /// @param token the completion token.
-  /// @par Handler signature
-  /// `void(error_code)`.
-  /// @par Executor
-  /// The handler's associated executor (else the connection's); may be
-  /// started from any executor (the operation moves to the connection's).
-  /// @par Cancellation
-  /// Terminal and partial: completes with `asio::error::operation_aborted`;
-  /// a `SET` that may have landed unseen is undone by a compare-and-delete.
-  /// @par Errors
-  /// `dlock::error::timed_out` (the wait ran out, nothing left),
-  /// `invalid_argument` (bad key or options, at once, nothing sent),
-  /// `already_held`, `in_progress` (an acquire or release of this object is
-  /// still running), `closed` (the connection was closed or destroyed), else a
-  /// `redis::error` or connection error.
-  /// @par Lifetime
-  /// Destroying the lock ends the acquire (`operation_aborted`, it never
-  /// takes the key afterwards); destroying the connection first gives `closed`.
-  template <class Token = default_token>
-  auto acquire(Token&& token = {}) {
-    return asio::async_initiate<Token, void(error_code)>(
-        [this](auto handler) {
-          bool in_place = dlock::detail::runs_on(handler, get_executor());
-          start_acquire(true, std::nullopt, handler_type(std::move(handler)), in_place);
-        },
-        token);
-  }
-
-  /// One attempt.
-  ///
-  /// @par Handler signature
-  /// `void(error_code)`.
-  /// @par Executor, Cancellation, Lifetime
-  /// As `acquire()`.
-  /// @par Errors
-  /// `dlock::error::taken` at once if someone holds the key, and those of `acquire()`.
-  template <class Token = default_token>
-  auto try_acquire(Token&& token = {}) {
-    return asio::async_initiate<Token, void(error_code)>(
-        [this](auto handler) {
-          bool in_place = dlock::detail::runs_on(handler, get_executor());
-          start_acquire(false, std::nullopt, handler_type(std::move(handler)), in_place);
-        },
-        token);
-  }
-
-  /// Acquires as `acquire()` does, waiting at most `limit` instead of `options().wait`.
-  ///
-  /// @param limit how long to wait (rounded up to milliseconds); must be positive.
-  /// @param token the completion token.
-  /// @par Handler signature
-  /// `void(error_code)`.
-  /// @par Executor, Cancellation, Lifetime
-  /// As `acquire()`.
-  /// @par Errors
-  /// `dlock::error::timed_out` when `limit` runs out (nothing left),
-  /// `invalid_argument` for `limit <= 0`, and those of `acquire()`.
-  template <class Token = default_token>
-  auto acquire_for(std::chrono::steady_clock::duration limit, Token&& token = {}) {
-    auto wait = std::chrono::ceil<std::chrono::milliseconds>(limit);
-    return asio::async_initiate<Token, void(error_code)>(
-        [this](auto handler, std::chrono::milliseconds w) {
-          bool in_place = dlock::detail::runs_on(handler, get_executor());
-          start_acquire(true, w, handler_type(std::move(handler)), in_place);
-        },
-        token, wait);
-  }
-
-  /// Deletes the key if it still holds our token (after stopping
-  /// auto-extension and waiting for an extension in flight).
-  ///
-  /// @par Handler signature
-  /// `void(error_code)`.
-  /// @par Executor
-  /// As `acquire()`.
-  /// @par Cancellation
-  /// None: a release always runs to completion.
-  /// @par Errors
-  /// `dlock::error::not_owned` when the key no longer held our token; after a
-  /// loss, the loss reason (the delete is still sent); a second release is a
-  /// no-op that succeeds; `not_held` when nothing was held; `closed`.
-  template <class Token = default_token>
-  auto release(Token&& token = {}) {
-    return asio::async_initiate<Token, void(error_code)>(
-        [this](auto handler) {
-          bool in_place = dlock::detail::runs_on(handler, get_executor());
-          start_release(handler_type(std::move(handler)), in_place);
-        },
-        token);
-  }
-  /// Sets the key's expiry to `ttl` if it still holds our token.
-  ///
-  /// @par Handler signature
-  /// `void(error_code)`.
-  /// @par Executor
-  /// As `acquire()`.
-  /// @par Cancellation
-  /// Terminal only: completes with `asio::error::operation_aborted`; a
-  /// command already written may still extend the key.
-  /// @par Errors
-  /// `dlock::error::not_owned` (the token is gone: the loss fires),
-  /// `not_held`, `lost` (after a loss), `invalid_argument` (`ttl <= 0`), else a
-  /// `redis::error` or connection error.
-  /// @par Lifetime
-  /// The lock must be alive when the operation starts; the connection may go
-  /// (`dlock::error::closed`).
-  template <class Token = default_token>
-  auto extend(std::chrono::milliseconds ttl, Token&& token = {}) {
-    return asio::async_initiate<Token, void(error_code)>(
-        [this](auto handler, std::chrono::milliseconds t) { start_extend(t, handler_type(std::move(handler))); },
-        token, ttl);
-  }
-
-  /// The connection's executor, on which the lock runs.
-  asio::any_io_executor get_executor() const noexcept;
-  /// True from a successful acquire until release or loss (from the moment
-  /// the loss is known: `loss()` has fired).
-  bool held() const noexcept;
-  /// Time left before the lock may expire on the server (0 when not held,
-  /// lost, or past the end).
-  std::chrono::milliseconds validity() const noexcept;
-  /// The current token ("" when never acquired).
-  const std::string& token() const noexcept;
   /// The fencing token of the current hold, 0 when not held (or without
   /// `options().fencing`). It grows strictly from one hold of the key to the
   /// next, whoever holds it, as long as the server keeps its data (the lock's
@@ -240,28 +102,8 @@ class lock {
   /// `<key>:fencing` is never deleted (on Redis Cluster, put the key's hash
   /// tag in braces so both keys share a slot). Any thread.
   std::int64_t fencing_token() const noexcept;
-  /// The key.
-  const std::string& key() const noexcept;
-  /// The key (`dlock::lockable`'s name).
-  const std::string& name() const noexcept { return key(); }
   /// The options given at construction.
   const lock_options& options() const noexcept;
-  /// Told when the hold is lost (see dlock::lock_loss): validity ran out (with
-  /// or without auto-extension), an extension failed, or extend() found the
-  /// token gone.
-  lock_loss& loss() noexcept;
-  /// Successful automatic extensions during the current hold.
-  std::uint64_t extensions() const noexcept;
-
- private:
-  using handler_type = asio::any_completion_handler<void(error_code)>;
-  // `in_place`: the handler may run in place when the reply is read.
-  // `wait`: acquire_for's limit, else `options().wait`.
-  void start_acquire(bool retry, std::optional<std::chrono::milliseconds> wait, handler_type handler, bool in_place);
-  void start_release(handler_type handler, bool in_place);
-  void start_extend(std::chrono::milliseconds ttl, handler_type handler);
-
-  std::shared_ptr<detail::lock_state> state_;
 };
 
 static_assert(fenced_lockable<lock>);

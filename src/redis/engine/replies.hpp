@@ -40,6 +40,14 @@ inline fenced_set_answer interpret_fenced_set(const reply& r) {
   return {set_outcome::acquired, r.integer()};
 }
 
+/// The semaphore's acquire script (scripts.hpp): 1 admitted, 0 all leases held.
+inline set_outcome interpret_admit(const reply& r) {
+  if (!r.is_integer()) return set_outcome::unexpected;
+  if (r.integer() == 1) return set_outcome::acquired;
+  if (r.integer() == 0) return set_outcome::taken;
+  return set_outcome::unexpected;
+}
+
 /// A Redlock master's fenced acquire ({1 or 0, counter}; counter -1 when the
 /// master has none).
 struct redlock_fenced_answer {

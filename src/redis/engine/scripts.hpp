@@ -34,4 +34,18 @@ const script& redlock_fenced_acquire_script();
 /// KEYS[1] = max(KEYS[1], ARGV[1]); returns the counter after.
 const script& fencing_write_back_script();
 
+/// redis::semaphore's sorted set KEYS[1]: members are holders' tokens,
+/// scored by their lease's expiry in milliseconds of the server's clock
+/// (TIME, read in the script). Each script keeps the key alive at least as
+/// long as its longest lease, so an abandoned set goes away by itself.
+///
+/// Drops the expired members, then adds ARGV[1] for ARGV[2] ms if fewer
+/// than ARGV[3] remain. Returns 1 when added, 0 when all leases are held.
+const script& semaphore_acquire_script();
+/// Moves ARGV[1]'s expiry to ARGV[2] ms from now if it is there and
+/// unexpired. Returns 1 when extended, 0 when not ours.
+const script& semaphore_extend_script();
+/// Removes ARGV[1]. Returns 1 when it was there and unexpired, else 0.
+const script& semaphore_release_script();
+
 }  // namespace dlock::redis::detail

@@ -1,0 +1,114 @@
+// What redis::lock and redis::semaphore send for one hold, and what the
+// answers mean (src/redis/hold_commands.hpp): the one difference between the
+// two over their shared shell. No server.
+#include "redis/engine/replies.hpp"
+#include "redis/engine/scripts.hpp"
+#include "redis/hold_commands.hpp"
+
+#include <dlock/error.hpp>
+#include <dlock/redis/error.hpp>
+
+#include <boost/test/unit_test.hpp>
+
+#include <cstdint>
+#include <string>
+
+namespace redis = dlock::redis;
+namespace detail = dlock::redis::detail;
+using detail::hold_commands;
+using dlock::error_code;
+using redis::reply;
+using namespace std::chrono_literals;
+
+namespace {
+
+error_code failure(const hold_commands& c, error_code ec, const reply& r) {
+  std::int64_t token = -7;
+  return c.attempt_failure(ec, r, token);
+}
+
+bool runs(const detail::encoded_command& e, const redis::script& s) { return e.script && e.script->sha1 == s.sha1(); }
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(redis_hold_commands)
+
+BOOST_AUTO_TEST_CASE(bad_keys_and_a_semaphore_of_none_are_refused) {
+  BOOST_CHECK(!hold_commands::lock("k", false).invalid());
+  BOOST_CHECK(hold_commands::lock("", false).invalid() == dlock::error::invalid_argument);
+  BOOST_CHECK(!hold_commands::semaphore("k", 1).invalid());
+  BOOST_CHECK(!hold_commands::semaphore("k", 1000000).invalid());
+  BOOST_CHECK(hold_commands::semaphore("k", 0).invalid() == dlock::error::invalid_argument);
+  BOOST_CHECK(hold_commands::semaphore("", 3).invalid() == dlock::error::invalid_argument);
+}
+
+BOOST_AUTO_TEST_CASE(a_plain_lock_sends_set_nx_px) {
+  auto c = hold_commands::lock("k", false);
+  auto attempt = c.attempt("tok", 1500ms);
+  BOOST_CHECK(!attempt.script);
+  BOOST_CHECK_EQUAL(attempt.wire, "*6\r\n$3\r\nSET\r\n$1\r\nk\r\n$3\r\ntok\r\n$2\r\nNX\r\n$2\r\nPX\r\n$4\r\n1500\r\n");
+  BOOST_CHECK(!failure(c, {}, reply::make_status("OK")));
+  BOOST_CHECK(failure(c, {}, reply::make_nil()) == dlock::error::taken);
+  BOOST_CHECK(failure(c, {}, reply::make_integer(1)) == redis::error::protocol_error);
+  BOOST_CHECK(runs(c.release("tok"), detail::release_script()));
+  BOOST_CHECK(runs(c.extend("tok", 200ms), detail::extend_script()));
+  BOOST_CHECK(c.extend("tok", 200ms).wire.ends_with("$1\r\n1\r\n$1\r\nk\r\n$3\r\ntok\r\n$3\r\n200\r\n"));
+}
+
+BOOST_AUTO_TEST_CASE(a_fenced_lock_counts_in_the_same_script) {
+  auto c = hold_commands::lock("k", true);
+  BOOST_CHECK_EQUAL(c.counter_key, "k:fencing");
+  auto attempt = c.attempt("tok", 1500ms);
+  BOOST_CHECK(runs(attempt, detail::fenced_acquire_script()));
+  BOOST_CHECK(attempt.wire.ends_with("$1\r\n2\r\n$1\r\nk\r\n$9\r\nk:fencing\r\n$3\r\ntok\r\n$4\r\n1500\r\n"));
+  std::int64_t token = 0;
+  BOOST_CHECK(!c.attempt_failure({}, reply::make_integer(42), token));
+  BOOST_CHECK_EQUAL(token, 42);
+  BOOST_CHECK(failure(c, {}, reply::make_integer(0)) == dlock::error::taken);
+  BOOST_CHECK(failure(c, {}, reply::make_status("OK")) == redis::error::protocol_error);
+}
+
+BOOST_AUTO_TEST_CASE(a_semaphore_admits_by_script_with_its_maximum) {
+  auto c = hold_commands::semaphore("sem", 7);
+  auto attempt = c.attempt("tok", 1500ms);
+  BOOST_CHECK(runs(attempt, detail::semaphore_acquire_script()));
+  BOOST_CHECK(attempt.wire.starts_with("*7\r\n$7\r\nEVALSHA\r\n$40\r\n"));
+  BOOST_CHECK(attempt.wire.ends_with("$1\r\n1\r\n$3\r\nsem\r\n$3\r\ntok\r\n$4\r\n1500\r\n$1\r\n7\r\n"));
+  BOOST_CHECK(!failure(c, {}, reply::make_integer(1)));
+  BOOST_CHECK(failure(c, {}, reply::make_integer(0)) == dlock::error::taken);
+  BOOST_CHECK(failure(c, {}, reply::make_integer(2)) == redis::error::protocol_error);
+  BOOST_CHECK(failure(c, {}, reply::make_nil()) == redis::error::protocol_error);
+  BOOST_CHECK(failure(c, {}, reply::make_status("OK")) == redis::error::protocol_error);
+  BOOST_CHECK(runs(c.release("tok"), detail::semaphore_release_script()));
+  BOOST_CHECK(c.release("tok").wire.ends_with("$1\r\n1\r\n$3\r\nsem\r\n$3\r\ntok\r\n"));
+  BOOST_CHECK(runs(c.extend("tok", 200ms), detail::semaphore_extend_script()));
+  BOOST_CHECK(c.extend("tok", 200ms).wire.ends_with("$1\r\n1\r\n$3\r\nsem\r\n$3\r\ntok\r\n$3\r\n200\r\n"));
+}
+
+BOOST_AUTO_TEST_CASE(an_error_wins_over_any_answer) {
+  error_code lost = redis::error::connection_lost;
+  for (const auto& c : {hold_commands::lock("k", false), hold_commands::lock("k", true),
+                        hold_commands::semaphore("k", 2)}) {
+    BOOST_CHECK(failure(c, lost, reply::make_integer(1)) == lost);
+    BOOST_CHECK(failure(c, lost, reply::make_status("OK")) == lost);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(the_semaphore_scripts_read_the_server_clock) {
+  // Leases are scored by the server's TIME: the clients' clocks never count,
+  // and expired members are dropped before counting.
+  for (const auto* s : {&detail::semaphore_acquire_script(), &detail::semaphore_extend_script(),
+                        &detail::semaphore_release_script()})
+    BOOST_CHECK(s->source().find("redis.call('time')") != std::string::npos);
+  BOOST_CHECK(detail::semaphore_acquire_script().source().find("zremrangebyscore") != std::string::npos);
+  BOOST_CHECK(detail::semaphore_acquire_script().source().find("zcard") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(the_admit_answer) {
+  BOOST_CHECK(detail::interpret_admit(reply::make_integer(1)) == detail::set_outcome::acquired);
+  BOOST_CHECK(detail::interpret_admit(reply::make_integer(0)) == detail::set_outcome::taken);
+  BOOST_CHECK(detail::interpret_admit(reply::make_integer(-1)) == detail::set_outcome::unexpected);
+  BOOST_CHECK(detail::interpret_admit(reply::make_error("ERR x")) == detail::set_outcome::unexpected);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
