@@ -46,43 +46,55 @@ BOOST_AUTO_TEST_CASE(mutual_exclusion_on_zookeeper) { eight_processes_take_turns
 BOOST_AUTO_TEST_CASE(mutual_exclusion_on_one_redis) { eight_processes_take_turns(lock_backends()[1]); }
 BOOST_AUTO_TEST_CASE(mutual_exclusion_on_redlock) { eight_processes_take_turns(lock_backends()[2]); }
 
+// Two holders of a semaphore of two leases at once; a third is refused
+// while they hold, and gets in after they left.
+void two_permits_hold_at_once(const backend& b) {
+  BOOST_TEST_CONTEXT(b.label) {
+    scratch dir;
+    auto name = lock_name(b, "permits");
+    std::vector<std::string> two{"--permits", "2"};
+    auto first = start_dlock(lock_args(b, name, hold_until(dir.file("a"), dir.file("go")), two));
+    auto second = start_dlock(lock_args(b, name, hold_until(dir.file("b"), dir.file("go")), two));
+    wait_for_file(dir.file("a"));
+    wait_for_file(dir.file("b"));
+    BOOST_CHECK_EQUAL(run_dlock(lock_args(b, name, "true", {"--permits", "2", "--timeout", "0"})), 124);
+    std::ofstream(dir.file("go")).put('\n');
+    BOOST_CHECK_EQUAL(first->wait(), 0);
+    BOOST_CHECK_EQUAL(second->wait(), 0);
+    BOOST_CHECK_EQUAL(run_dlock(lock_args(b, name, "true", {"--permits", "2", "--timeout", "5s"})), 0);
+  }
+}
+
+// Six processes on two leases, each logging its entry and exit: never more than two inside.
+void two_permits_bound_six(const backend& b) {
+  BOOST_TEST_CONTEXT(b.label) {
+    scratch dir;
+    auto log = dir.file("log");
+    auto name = lock_name(b, "permits-bound");
+    std::string script = "echo begin >> '" + log + "'; sleep 0.2; echo end >> '" + log + "'";
+    std::vector<std::unique_ptr<process>> holders;
+    for (int i = 0; i < 6; ++i) holders.push_back(start_dlock(lock_args(b, name, script, {"--permits", "2"})));
+    for (auto& p : holders) BOOST_CHECK_EQUAL(p->wait(), 0);
+    auto lines = read_lines(log);
+    BOOST_CHECK_EQUAL(lines.size(), 12u);
+    int inside = 0, most = 0;
+    for (const auto& line : lines) {
+      inside += line == "begin" ? 1 : -1;
+      most = std::max(most, inside);
+    }
+    BOOST_CHECK_EQUAL(inside, 0);
+    BOOST_CHECK_LE(most, 2);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(permits_let_n_commands_run_at_once) {
-  // Two holders of a semaphore of two leases at once; a third is refused
-  // while they hold, and gets in after they left.
-  auto b = lock_backends()[1];
-  scratch dir;
-  auto name = lock_name(b, "permits");
-  std::vector<std::string> two{"--permits", "2"};
-  auto first = start_dlock(lock_args(b, name, hold_until(dir.file("a"), dir.file("go")), two));
-  auto second = start_dlock(lock_args(b, name, hold_until(dir.file("b"), dir.file("go")), two));
-  wait_for_file(dir.file("a"));
-  wait_for_file(dir.file("b"));
-  BOOST_CHECK_EQUAL(run_dlock(lock_args(b, name, "true", {"--permits", "2", "--timeout", "0"})), 124);
-  std::ofstream(dir.file("go")).put('\n');
-  BOOST_CHECK_EQUAL(first->wait(), 0);
-  BOOST_CHECK_EQUAL(second->wait(), 0);
-  BOOST_CHECK_EQUAL(run_dlock(lock_args(b, name, "true", {"--permits", "2", "--timeout", "0"})), 0);
+  two_permits_hold_at_once(lock_backends()[0]);  // ZooKeeper
+  two_permits_hold_at_once(lock_backends()[1]);  // one Redis server
 }
 
 BOOST_AUTO_TEST_CASE(permits_bound_how_many_run) {
-  // Six processes on two leases, each logging its entry and exit: never more than two inside.
-  auto b = lock_backends()[1];
-  scratch dir;
-  auto log = dir.file("log");
-  auto name = lock_name(b, "permits-bound");
-  std::string script = "echo begin >> '" + log + "'; sleep 0.2; echo end >> '" + log + "'";
-  std::vector<std::unique_ptr<process>> holders;
-  for (int i = 0; i < 6; ++i) holders.push_back(start_dlock(lock_args(b, name, script, {"--permits", "2"})));
-  for (auto& p : holders) BOOST_CHECK_EQUAL(p->wait(), 0);
-  auto lines = read_lines(log);
-  BOOST_CHECK_EQUAL(lines.size(), 12u);
-  int inside = 0, most = 0;
-  for (const auto& line : lines) {
-    inside += line == "begin" ? 1 : -1;
-    most = std::max(most, inside);
-  }
-  BOOST_CHECK_EQUAL(inside, 0);
-  BOOST_CHECK_LE(most, 2);
+  two_permits_bound_six(lock_backends()[0]);
+  two_permits_bound_six(lock_backends()[1]);
 }
 
 BOOST_AUTO_TEST_CASE(permits_are_refused_where_they_cannot_work) {
@@ -91,7 +103,7 @@ BOOST_AUTO_TEST_CASE(permits_are_refused_where_they_cannot_work) {
   for (std::string bad : {"0", "-1", "x"})
     BOOST_CHECK_EQUAL(run_dlock(lock_args(one, name, "true", {"--permits", bad})), 2);
   BOOST_CHECK_EQUAL(run_dlock(lock_args(lock_backends()[2], name, "true", {"--permits", "2"})), 2);  // Redlock
-  BOOST_CHECK_EQUAL(run_dlock(lock_args(lock_backends()[0], "/dlock-test/permits", "true", {"--permits", "2"})), 2);
+  BOOST_CHECK_EQUAL(run_dlock(lock_args(lock_backends()[0], "/dlock-test/p", "true", {"--permits", "2", "--shared"})), 2);
 }
 
 BOOST_AUTO_TEST_CASE(readers_share_the_zookeeper_lock) {

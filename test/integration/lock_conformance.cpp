@@ -22,6 +22,7 @@
 #include <dlock/zk/client.hpp>
 #include <dlock/zk/mutex.hpp>
 #include <dlock/zk/queue.hpp>
+#include <dlock/zk/semaphore.hpp>
 #include <dlock/zk/shared_mutex.hpp>
 #include <dlock/zk/simple_lock.hpp>
 
@@ -129,6 +130,16 @@ struct zk_rw_traits : zk_mutex_traits {
 };
 using zk_reader_traits = zk_rw_traits<true>;
 using zk_writer_traits = zk_rw_traits<false>;
+
+// A semaphore of one lease: the contract of a lock (its n-lease operations
+// have tests of their own, integration/zk_semaphore.cpp).
+struct zk_semaphore_traits : zk_mutex_traits {
+  using lock_type = zk::semaphore;
+  static std::shared_ptr<lock_type> make(backend& b, const std::string& name, hold_kind) {
+    return std::make_shared<lock_type>(*b.client, name, 1);
+  }
+  static asio::awaitable<void> force_loss(backend& b, lock_type& l) { return expire_zk(b, l); }
+};
 
 // --------------------------------------------------------------------- Redis
 
@@ -655,13 +666,14 @@ static_assert(movable_by_construction_only<zk::simple_lock>);
 static_assert(movable_by_construction_only<redis::lock>);
 static_assert(movable_by_construction_only<redis::redlock>);
 static_assert(movable_by_construction_only<redis::semaphore>);
+static_assert(movable_by_construction_only<zk::semaphore>);
 static_assert(movable_by_construction_only<zk::queue>);  // move-only too: copies would share a cache
 static_assert(dlock::fenced_lockable<zk::mutex> && dlock::fenced_lockable<zk::simple_lock>);
 static_assert(dlock::fenced_lockable<redis::lock> && dlock::fenced_lockable<redis::redlock>);
 
 // The lock types, one line each.
 using lock_types = boost::mpl::list<zk_mutex_traits, zk_simple_lock_traits, zk_reader_traits, zk_writer_traits,
-                                    redis_lock_traits, redlock_traits, redis_semaphore_traits>;
+                                    zk_semaphore_traits, redis_lock_traits, redlock_traits, redis_semaphore_traits>;
 
 BOOST_AUTO_TEST_SUITE(lock_conformance)
 

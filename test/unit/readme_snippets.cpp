@@ -16,6 +16,7 @@
 #include <dlock/zk/leader_election.hpp>
 #include <dlock/zk/mutex.hpp>
 #include <dlock/zk/queue.hpp>
+#include <dlock/zk/semaphore.hpp>
 #include <dlock/zk/shared_mutex.hpp>
 #include <dlock/zk/simple_lock.hpp>
 
@@ -149,6 +150,13 @@ asio::awaitable<void> redis_lock(dlock::redis::connection& conn) {
   dlock::redis::lock l(conn, "orders", {.ttl = std::chrono::seconds(10)});
   co_await l.acquire();                             // SET orders <token> NX PX 10000, with retries
   co_await l.release();                             // compare-and-delete (Lua)
+}
+
+asio::awaitable<void> zk_semaphore(dlock::zk::client& zk) {
+  dlock::zk::semaphore pool(zk, "/semaphores/encoders", 4);
+  co_await pool.acquire(2);                         // two of the 4 leases, all or none
+  co_await pool.release(1);                         // give one back
+  co_await pool.release();                          // and the rest
 }
 
 asio::awaitable<void> redis_semaphore(dlock::redis::connection& conn) {

@@ -1,5 +1,5 @@
 // dlock lock: run CMD while holding a ZooKeeper mutex (or read lock), a Redis
-// lock, or one lease of a Redis semaphore (--permits).
+// lock, or one lease of a semaphore on either (--permits).
 #include "dlock/backend.hpp"
 #include "dlock/command_line.hpp"
 #include "dlock/commands.hpp"
@@ -10,6 +10,7 @@
 #include <dlock/redis/redlock.hpp>
 #include <dlock/redis/semaphore.hpp>
 #include <dlock/zk/mutex.hpp>
+#include <dlock/zk/semaphore.hpp>
 #include <dlock/zk/shared_mutex.hpp>
 
 #include <boost/asio/signal_set.hpp>
@@ -41,8 +42,8 @@ po::options_description lock_options() {
       ("redis", po::value<std::string>(), "one Redis server (a single-instance lock) or several masters "
                                           "(Redlock), HOST:PORT[,HOST:PORT...]; the lock is KEY")
       ("shared", "ZooKeeper: take the read side of the read/write lock at PATH")
-      ("permits", po::value<long long>(), "Redis (one server): hold one lease of a semaphore of N at KEY, "
-                                            "so that up to N commands run at once")
+      ("permits", po::value<long long>(), "hold one lease of a semaphore of N at PATH (ZooKeeper, Curator's "
+                                          "InterProcessSemaphoreV2) or KEY (one Redis server): up to N commands run at once")
       ("timeout", po::value<std::string>(), "give up (status 124) if not acquired within D, connecting included "
                                             "(0: one attempt)")
       ("ttl", po::value<std::string>()->default_value("10s"), "Redis: the lock's TTL (extended while CMD runs)")
@@ -74,7 +75,6 @@ lock_settings settings_from(const parsed_arguments& parsed) {
   }
   if (s.permits && s.shared) throw usage_error("give at most one of --permits and --shared");
   if (zk) {
-    if (s.permits) throw usage_error("--permits is for --redis (dlock has no ZooKeeper semaphore yet)");
     if (zk->empty()) throw usage_error("--zk: no servers given");
     require_zk_path(s.hold.name);
     if (!values["ttl"].defaulted()) throw usage_error("--ttl is for --redis");
@@ -112,6 +112,12 @@ zk::lock_options zk_lock_options() {
 
 asio::awaitable<int> hold_on_zk(zk::client& client, lock_settings s, asio::steady_timer& deadline,
                                 asio::signal_set& stop) {
+  if (s.permits) {  // a lease has no fencing token: DLOCK_FENCING_TOKEN is not set
+    zk::semaphore_options options;
+    options.retry.max_attempts = waiting_retries;
+    zk::semaphore lease(client, s.hold.name, *s.permits, options);
+    co_return co_await hold_while_running(lease, s.hold, deadline, stop);
+  }
   if (s.shared) {
     zk::shared_mutex lock(client, s.hold.name, zk_lock_options());
     co_return co_await hold_while_running(lock.reader(), s.hold, deadline, stop);
