@@ -8,12 +8,17 @@
 //   zk_many_locks   64 coroutines on 64 paths over one session, 200 each
 //   zk_ensemble_uncontended  zk_uncontended against the 3-node ensemble
 //                   (DLOCK_ZK_ENSEMBLE; skipped when unset): every write is a quorum write
+//   zk_semaphore_uncontended  dlock::zk::semaphore (4 leases), one coroutine, 2,000
+//                   acquire+release; raw: Curator's InterProcessSemaphoreV2 steps in C
+//                   callbacks (lock node, list locks, lease node, list leases, delete the
+//                   lock node; release: delete the lease)
 // plus zk_waiting_memory: client memory of 10,000 waiting acquirers (dlock).
 // Hosts: DLOCK_ZK_HOSTS (default 127.0.0.1:2181), DLOCK_ZK_ENSEMBLE.
 #include "common.hpp"
 
 #include <dlock/zk/client.hpp>
 #include <dlock/zk/mutex.hpp>
+#include <dlock/zk/semaphore.hpp>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -215,6 +220,89 @@ void raw_scenario(const std::string& bench, const std::string& hosts, int paths,
   rec.print(bench, "raw", static_cast<std::uint64_t>(paths) * per_path * rounds);
 }
 
+// One uncontended semaphore holder running Curator's steps, no pipelining:
+// create a lock node, list `locks` (ours is the only one), create a lease
+// node, list `leases` (at most max), delete the lock node: acquired; then
+// delete the lease node: released.
+struct raw_semaphore_holder {
+  zhandle_t* zh;
+  std::string path;
+  std::size_t max_leases;
+  int rounds_left;
+  bool* finished;
+  recorder* rec;
+  std::string lock_node, lease_node;
+  bench_clock::time_point started;
+
+  static raw_semaphore_holder* self(const void* data) {
+    return const_cast<raw_semaphore_holder*>(static_cast<const raw_semaphore_holder*>(data));
+  }
+  static void check(int rc, const char* what) {
+    if (rc != ZOK) throw std::runtime_error(std::string("raw semaphore: ") + what + " failed: " + std::to_string(rc));
+  }
+  void start() {
+    started = bench_clock::now();
+    auto prefix = path + "/locks/_c_00000000-0000-4000-8000-000000000001-lock-";
+    zoo_acreate(zh, prefix.c_str(), "bench", 5, &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL | ZOO_SEQUENCE, on_locked, this);
+  }
+  static void on_locked(int rc, const char* value, const void* data) {
+    check(rc, "lock create");
+    self(data)->lock_node = value;
+    zoo_aget_children(self(data)->zh, (self(data)->path + "/locks").c_str(), 0, on_locks, data);
+  }
+  static void on_locks(int rc, const String_vector* children, const void* data) {
+    check(rc, "locks list");
+    if (children->count != 1) throw std::runtime_error("raw semaphore: contended (one holder expected)");
+    auto prefix = self(data)->path + "/leases/_c_00000000-0000-4000-8000-000000000001-lease-";
+    zoo_acreate(self(data)->zh, prefix.c_str(), "bench", 5, &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL | ZOO_SEQUENCE,
+                on_leased, data);
+  }
+  static void on_leased(int rc, const char* value, const void* data) {
+    check(rc, "lease create");
+    self(data)->lease_node = value;
+    zoo_aget_children(self(data)->zh, (self(data)->path + "/leases").c_str(), 0, on_leases, data);
+  }
+  static void on_leases(int rc, const String_vector* children, const void* data) {
+    check(rc, "leases list");
+    if (static_cast<std::size_t>(children->count) > self(data)->max_leases)
+      throw std::runtime_error("raw semaphore: full");
+    zoo_adelete(self(data)->zh, self(data)->lock_node.c_str(), -1, on_unlocked, data);
+  }
+  static void on_unlocked(int rc, const void* data) {
+    check(rc, "lock delete");
+    self(data)->rec->add_latency(bench_clock::now() - self(data)->started);
+    zoo_adelete(self(data)->zh, self(data)->lease_node.c_str(), -1, on_released, data);
+  }
+  static void on_released(int rc, const void* data) {
+    check(rc, "lease delete");
+    if (--self(data)->rounds_left > 0) return self(data)->start();
+    *self(data)->finished = true;
+  }
+};
+
+constexpr std::size_t semaphore_leases = 4;
+
+void raw_semaphore_scenario(const std::string& bench, const std::string& hosts, int rounds) {
+  if (!dlock::bench::wanted(bench, "raw")) return;
+  raw_session s(hosts);
+  auto path = root + "/raw-" + bench;
+  raw_ensure(s, path);
+  for (auto child : {"/locks", "/leases"}) {
+    bool done = false;
+    zoo_acreate(s.zh, (path + child).c_str(), "", 0, &ZOO_OPEN_ACL_UNSAFE, 0,
+                [](int, const char*, const void* d) { *const_cast<bool*>(static_cast<const bool*>(d)) = true; }, &done);
+    s.run_until([&] { return done; });
+  }
+  recorder rec;
+  bool finished = false;
+  raw_semaphore_holder holder{s.zh, path, semaphore_leases, rounds, &finished, &rec, {}, {}, {}};
+  rec.start();
+  holder.start();
+  s.run_until([&] { return finished; });
+  rec.stop();
+  rec.print(bench, "raw", static_cast<std::uint64_t>(rounds));
+}
+
 // -------------------------------------------------------------- dlock ----
 
 struct dlock_run {
@@ -285,6 +373,33 @@ void dlock_scenario(const std::string& bench, const std::string& hosts, int path
   if (!dlock::bench::wanted(bench, "dlock")) return;
   asio::io_context io(1);
   asio::co_spawn(io, dlock_main(bench, hosts, paths, per_path, rounds, sessions), asio::detached);
+  io.run();
+}
+
+asio::awaitable<void> dlock_semaphore_main(std::string bench, std::string hosts, int rounds) {
+  auto clients = co_await connect_clients(hosts, 1);
+  auto& zk = clients.front();
+  co_await ensure_node(zk, root);
+  dlock::zk::semaphore pool(zk, root + "/dlock-" + bench, semaphore_leases);
+  co_await pool.acquire();  // creates the parents, as the raw side's setup does
+  co_await pool.release();
+  recorder rec;
+  rec.start();
+  for (int i = 0; i < rounds; ++i) {
+    auto started = bench_clock::now();
+    co_await pool.acquire();
+    rec.add_latency(bench_clock::now() - started);
+    co_await pool.release();
+  }
+  rec.stop();
+  rec.print(bench, "dlock", static_cast<std::uint64_t>(rounds));
+  co_await zk.close();
+}
+
+void dlock_semaphore_scenario(const std::string& bench, const std::string& hosts, int rounds) {
+  if (!dlock::bench::wanted(bench, "dlock")) return;
+  asio::io_context io(1);
+  asio::co_spawn(io, dlock_semaphore_main(bench, hosts, rounds), asio::detached);
   io.run();
 }
 
@@ -382,6 +497,12 @@ int main(int argc, char** argv) {
     } else {
       raw_scenario("zk_ensemble_uncontended", ensemble_hosts, 1, 1, 2000);
       dlock_scenario("zk_ensemble_uncontended", ensemble_hosts, 1, 1, 2000);
+    }
+  }
+  if (only.empty() || only == "zk_semaphore_uncontended") {
+    for (int round = 0; round < 3; ++round) {  // alternating: a burst of load hits both
+      raw_semaphore_scenario("zk_semaphore_uncontended", standalone_hosts, 2000);
+      dlock_semaphore_scenario("zk_semaphore_uncontended", standalone_hosts, 2000);
     }
   }
   if (only.empty() || only == "zk_waiting_memory") dlock_memory(argc > 2 ? std::atoi(argv[2]) : 10000);
