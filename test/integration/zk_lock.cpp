@@ -54,6 +54,12 @@ asio::awaitable<void> wait_for_node(zk::mutex& m) {
   while (m.node_path().empty()) co_await sleep_for(1ms);
 }
 
+// Until the client has received `target` replies in all (at most 30 s).
+asio::awaitable<void> wait_for_replies(zk::client& zk, std::uint64_t target) {
+  for (int i = 0; i < 6000 && zk.stats().replies_received < target; ++i) co_await sleep_for(5ms);
+  BOOST_REQUIRE_GE(zk.stats().replies_received, target);
+}
+
 // --- basics and bad input ---
 
 asio::awaitable<void> basics() {
@@ -256,15 +262,16 @@ asio::awaitable<void> fairness_and_herd(int waiters) {
 
   std::vector<std::unique_ptr<zk::mutex>> mutexes;
   auto log = std::make_shared<order_log>();
+  auto replies_before = zk.stats().replies_received;
   for (int i = 0; i < waiters; ++i) {
     mutexes.push_back(std::make_unique<zk::mutex>(zk, path));
     asio::co_spawn(ex, queue_worker(zk, *mutexes.back(), log), asio::detached);
   }
-  for (auto& m : mutexes) co_await wait_for_node(*m);
-  // Let every waiter arm its watch: the queue is then steady.
+  // Each waiter creates and lists (two replies), then arms its watch on the
+  // node before it (one): once all are in, the queue is steady.
+  co_await wait_for_replies(zk, replies_before + 3 * static_cast<std::uint64_t>(waiters));
   auto created_order = co_await children_of(zk, path);
   BOOST_REQUIRE(created_order.size() == static_cast<std::size_t>(waiters) + 1);
-  co_await sleep_for(200ms);
   auto events_before = zk.stats().watch_events_delivered;
   co_await holder.release();
   while (log->acquired_nodes.size() < static_cast<std::size_t>(waiters)) co_await sleep_for(5ms);
@@ -309,11 +316,14 @@ asio::awaitable<void> simple_lock_herd(int waiters) {
 
   std::vector<std::unique_ptr<zk::simple_lock>> locks;
   auto done = std::make_shared<int>(0);
+  auto replies_before = zk.stats().replies_received;
   for (int i = 0; i < waiters; ++i) {
     locks.push_back(std::make_unique<zk::simple_lock>(zk, path));
     asio::co_spawn(ex, simple_worker(*locks.back(), done), asio::detached);
   }
-  co_await sleep_for(300ms);  // let them all watch the node
+  // Each waiter's create fails (taken) and its read of the owner arms the
+  // watch: two replies. Wait for all of them, however slow the host is.
+  co_await wait_for_replies(zk, replies_before + 2 * static_cast<std::uint64_t>(waiters));
   auto events_before = zk.stats().watch_events_delivered;
   co_await holder.release();
   while (*done < waiters) co_await sleep_for(5ms);
