@@ -3,6 +3,7 @@
 // `java` from test/interop/CuratorContender.java, against dlock's mutex (or
 // reader and writer). Each side creates the ephemeral node PATH-inside while
 // it holds: a NODEEXISTS there means the two held at once.
+#include "common/curator_process.hpp"
 #include "common/servers.hpp"
 #include "integration/zk_client_support.hpp"
 
@@ -15,62 +16,12 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/test/unit_test.hpp>
 
-#include <spawn.h>
-#include <sys/wait.h>
-
-#include <fstream>
-#include <sstream>
-
-extern char** environ;
-
 using namespace dlock;
 using namespace std::chrono_literals;
 using dlock::test::run_coroutine;
 using dlock::test::sleep_for;
 
 namespace {
-
-std::string classpath() {
-  std::string out;
-  for (const char* jar : {"curator-client", "curator-framework", "curator-recipes", "zookeeper", "zookeeper-jute",
-                          "guava", "slf4j-api", "slf4j-nop", "netty-handler", "netty-transport", "netty-common",
-                          "netty-buffer", "netty-codec", "netty-resolver", "netty-transport-native-epoll",
-                          "netty-transport-native-unix-common", "metrics-core"})
-    out += (out.empty() ? "" : ":") + std::string("/usr/share/java/") + jar + ".jar";
-  return out;
-}
-
-std::string source_file() {
-  std::string here = __FILE__;
-  return here.substr(0, here.rfind("/integration/")) + "/interop/CuratorContender.java";
-}
-
-struct java_process {
-  pid_t pid = -1;
-  std::string output_file;
-  int status = -1;
-
-  java_process(const std::string& path, const std::string& kind, int rounds) {
-    output_file = "/tmp/" + dlock::test::unique_name("curator") + ".out";
-    std::string command = "exec java -cp '" + classpath() + "' '" + source_file() + "' '" + dlock::test::zk_hosts() +
-                          "' '" + path + "' " + kind + " " + std::to_string(rounds) + " > '" + output_file + "' 2>&1";
-    const char* argv[] = {"/bin/sh", "-c", command.c_str(), nullptr};
-    BOOST_REQUIRE(posix_spawn(&pid, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ) == 0);
-  }
-  bool finished() {
-    if (status >= 0) return true;
-    int st = 0;
-    if (waitpid(pid, &st, WNOHANG) != pid) return false;
-    status = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
-    return true;
-  }
-  std::string output() const {
-    std::ifstream in(output_file);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-  }
-};
 
 struct tally {
   int rounds = 0;
@@ -96,7 +47,7 @@ asio::awaitable<void> contend_with_curator(std::string kind) {
   zk::mutex mutex(zk, path);
   zk::shared_mutex rw(zk, path);
 
-  java_process curator(path, kind, 60);
+  dlock::test::curator_process curator("CuratorContender", {path, kind, "60"});
   tally t;
   // Contend for as long as Curator runs (it first compiles and connects).
   int rounds_while_curator_held = 0;
@@ -112,7 +63,7 @@ asio::awaitable<void> contend_with_curator(std::string kind) {
   }
   auto out = curator.output();
   BOOST_TEST_MESSAGE("curator (" << kind << "): " << out << "dlock rounds: " << t.rounds);
-  BOOST_TEST(curator.status == 0, out);
+  BOOST_TEST(curator.status() == 0, out);
   BOOST_TEST(out.find("DONE 60") != std::string::npos, out);
   BOOST_TEST(t.overlaps == 0);
   BOOST_TEST(t.rounds > 0);

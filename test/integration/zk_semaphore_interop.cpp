@@ -3,6 +3,7 @@
 // dlock zk::semaphore contenders on one path and one maximum. Both sides
 // keep one ephemeral marker per lease held under PATH-inside and list them:
 // more than the maximum means the mixed fleet over-granted.
+#include "common/curator_process.hpp"
 #include "common/servers.hpp"
 #include "common/zk.hpp"
 #include "integration/zk_client_support.hpp"
@@ -16,16 +17,9 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/test/unit_test.hpp>
 
-#include <spawn.h>
-#include <sys/wait.h>
-
 #include <algorithm>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <vector>
-
-extern char** environ;
 
 using namespace dlock;
 using namespace std::chrono_literals;
@@ -36,49 +30,6 @@ using dlock::test::with_ec;
 namespace {
 
 constexpr std::size_t max_leases = 3;
-
-std::string classpath() {
-  std::string out;
-  for (const char* jar : {"curator-client", "curator-framework", "curator-recipes", "zookeeper", "zookeeper-jute",
-                          "guava", "slf4j-api", "slf4j-nop", "netty-handler", "netty-transport", "netty-common",
-                          "netty-buffer", "netty-codec", "netty-resolver", "netty-transport-native-epoll",
-                          "netty-transport-native-unix-common", "metrics-core"})
-    out += (out.empty() ? "" : ":") + std::string("/usr/share/java/") + jar + ".jar";
-  return out;
-}
-
-std::string source_file() {
-  std::string here = __FILE__;
-  return here.substr(0, here.rfind("/integration/")) + "/interop/CuratorSemaphoreContender.java";
-}
-
-struct java_process {
-  pid_t pid = -1;
-  std::string output_file;
-  int status = -1;
-
-  java_process(const std::string& path, int rounds) {
-    output_file = "/tmp/" + dlock::test::unique_name("curator-semaphore") + ".out";
-    std::string command = "exec java -cp '" + classpath() + "' '" + source_file() + "' '" + dlock::test::zk_hosts() +
-                          "' '" + path + "' " + std::to_string(max_leases) + " " + std::to_string(rounds) + " > '" +
-                          output_file + "' 2>&1";
-    const char* argv[] = {"/bin/sh", "-c", command.c_str(), nullptr};
-    BOOST_REQUIRE(posix_spawn(&pid, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ) == 0);
-  }
-  bool finished() {
-    if (status >= 0) return true;
-    int st = 0;
-    if (waitpid(pid, &st, WNOHANG) != pid) return false;
-    status = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
-    return true;
-  }
-  std::string output() const {
-    std::ifstream in(output_file);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-  }
-};
 
 struct tally {
   int rounds = 0;
@@ -124,7 +75,7 @@ asio::awaitable<void> mixed_fleet() {
   co_await zk.create("/dlock-test/interop", "", zk::create_mode::persistent, with_ec);
   co_await zk.create(path + "-inside", "", zk::create_mode::persistent);
 
-  java_process curator(path, 40);
+  dlock::test::curator_process curator("CuratorSemaphoreContender", {path, std::to_string(max_leases), "40"});
   auto t = std::make_shared<tally>();
   auto fleet = std::make_shared<fleet_state>();
   std::vector<std::unique_ptr<zk::client>> clients;
@@ -145,7 +96,7 @@ asio::awaitable<void> mixed_fleet() {
   BOOST_TEST(fleet->running == 0);
   auto out = curator.output();
   BOOST_TEST_MESSAGE("curator: " << out);
-  BOOST_TEST(curator.status == 0, out);
+  BOOST_TEST(curator.status() == 0, out);
   BOOST_TEST(out.find("DONE 40") != std::string::npos, out);
   BOOST_TEST_MESSAGE("dlock rounds: " << t->rounds << ", beside Curator: " << t->rounds_beside_curator);
   BOOST_TEST(t->overfull == 0);
