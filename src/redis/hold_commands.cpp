@@ -9,7 +9,10 @@ namespace dlock::redis::detail {
 
 hold_commands hold_commands::lock(std::string key, bool fencing) {
   hold_commands c;
-  if (fencing) c.counter_key = fencing_counter_key(key);
+  if (fencing) {
+    c.what = kind::fenced_lock;
+    c.counter_key = fencing_counter_key(key);
+  }
   c.key = std::move(key);
   return c;
 }
@@ -17,24 +20,24 @@ hold_commands hold_commands::lock(std::string key, bool fencing) {
 hold_commands hold_commands::semaphore(std::string key, std::size_t max_leases) {
   hold_commands c;
   c.key = std::move(key);
+  c.what = kind::semaphore;
   c.max_leases = max_leases;
-  c.is_semaphore = true;
   return c;
 }
 
-error_code hold_commands::invalid() const {
-  if (key.empty() || (is_semaphore && max_leases == 0)) return dlock::error::invalid_argument;
-  return {};
+error_code hold_commands::invalid(std::chrono::milliseconds ttl) const {
+  if (what == kind::semaphore && max_leases == 0) return dlock::error::invalid_argument;
+  return validate(key, ttl);
 }
 
 encoded_command hold_commands::attempt(const std::string& token, std::chrono::milliseconds ttl) const {
-  if (!is_semaphore && counter_key.empty()) {  // the common case: no script, no text for the ttl
+  if (what == kind::lock) {  // the common case: no script, no text for the ttl
     command set{"SET", key, token, "NX", "PX"};
     set.arg(ttl.count());
     return encode(std::move(set));
   }
   auto ttl_text = std::to_string(ttl.count());
-  if (is_semaphore) {
+  if (what == kind::semaphore) {
     auto max = std::to_string(max_leases);
     return encode_eval(semaphore_acquire_script(),
                        connection::eval_tail({std::string_view(key)}, {token, ttl_text, max}));
@@ -47,14 +50,15 @@ encoded_command hold_commands::attempt(const std::string& token, std::chrono::mi
 error_code hold_commands::attempt_failure(error_code ec, const reply& answer, std::int64_t& fencing_token) const {
   if (ec) return ec;
   auto outcome = set_outcome::unexpected;
-  if (is_semaphore) {
-    outcome = interpret_admit(answer);
-  } else if (!counter_key.empty()) {
-    auto fenced = interpret_fenced_set(answer);
-    outcome = fenced.outcome;
-    fencing_token = fenced.fencing_token;
-  } else {
-    outcome = interpret_set(answer);
+  switch (what) {
+    case kind::lock: outcome = interpret_set(answer); break;
+    case kind::semaphore: outcome = interpret_admit(answer); break;
+    case kind::fenced_lock: {
+      auto fenced = interpret_fenced_set(answer);
+      outcome = fenced.outcome;
+      fencing_token = fenced.fencing_token;
+      break;
+    }
   }
   switch (outcome) {
     case set_outcome::acquired: return {};
@@ -65,13 +69,13 @@ error_code hold_commands::attempt_failure(error_code ec, const reply& answer, st
 }
 
 encoded_command hold_commands::release(const std::string& token) const {
-  const auto& s = is_semaphore ? semaphore_release_script() : release_script();
+  const auto& s = what == kind::semaphore ? semaphore_release_script() : release_script();
   return encode_eval(s, connection::eval_tail({std::string_view(key)}, {std::string_view(token)}));
 }
 
 encoded_command hold_commands::extend(const std::string& token, std::chrono::milliseconds ttl) const {
   auto ttl_text = std::to_string(ttl.count());
-  const auto& s = is_semaphore ? semaphore_extend_script() : extend_script();
+  const auto& s = what == kind::semaphore ? semaphore_extend_script() : extend_script();
   return encode_eval(s, connection::eval_tail({std::string_view(key)},
                                               {std::string_view(token), std::string_view(ttl_text)}));
 }

@@ -21,13 +21,15 @@ struct hold_commands {
   /// One lease of a semaphore of `max_leases` kept in the sorted set `key`.
   static hold_commands semaphore(std::string key, std::size_t max_leases);
 
+  enum class kind { lock, fenced_lock, semaphore };
+
+  kind what = kind::lock;
   std::string key;
   std::string counter_key;     // a fenced lock's counter, else empty
   std::size_t max_leases = 0;  // a semaphore's, else 0
-  bool is_semaphore = false;
 
-  /// Arguments no attempt can work with (empty key, a semaphore of 0).
-  error_code invalid() const;
+  /// Arguments no attempt can work with (an empty key, `ttl` <= 0, a semaphore of 0).
+  error_code invalid(std::chrono::milliseconds ttl) const;
   /// One attempt to take the hold as `token` for `ttl`.
   encoded_command attempt(const std::string& token, std::chrono::milliseconds ttl) const;
   /// What the attempt's answer means: empty when the hold is now ours (and,

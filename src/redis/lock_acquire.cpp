@@ -131,8 +131,7 @@ asio::awaitable<error_code> extend_step(std::weak_ptr<lock_state> weak) {
 
 // Options the lock cannot work with (UB, a tight loop, no validity).
 error_code validate_options(const hold_commands& what, const lock_options& o) {
-  if (auto ec = what.invalid()) return ec;
-  if (auto ec = validate(what.key, o.ttl)) return ec;
+  if (auto ec = what.invalid(o.ttl)) return ec;
   using std::chrono::milliseconds;
   bool bad = o.wait < milliseconds::zero() || o.retry_delay < milliseconds::zero() ||
              o.retry_jitter < milliseconds::zero() || o.drift_extra < milliseconds::zero() ||

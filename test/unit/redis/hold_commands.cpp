@@ -33,13 +33,18 @@ bool runs(const detail::encoded_command& e, const redis::script& s) { return e.s
 
 BOOST_AUTO_TEST_SUITE(redis_hold_commands)
 
-BOOST_AUTO_TEST_CASE(bad_keys_and_a_semaphore_of_none_are_refused) {
-  BOOST_CHECK(!hold_commands::lock("k", false).invalid());
-  BOOST_CHECK(hold_commands::lock("", false).invalid() == dlock::error::invalid_argument);
-  BOOST_CHECK(!hold_commands::semaphore("k", 1).invalid());
-  BOOST_CHECK(!hold_commands::semaphore("k", 1000000).invalid());
-  BOOST_CHECK(hold_commands::semaphore("k", 0).invalid() == dlock::error::invalid_argument);
-  BOOST_CHECK(hold_commands::semaphore("", 3).invalid() == dlock::error::invalid_argument);
+BOOST_AUTO_TEST_CASE(bad_keys_ttls_and_a_semaphore_of_none_are_refused) {
+  constexpr std::chrono::milliseconds ttl{1000};
+  BOOST_CHECK(!hold_commands::lock("k", false).invalid(ttl));
+  BOOST_CHECK(!hold_commands::lock("k", true).invalid(ttl));
+  BOOST_CHECK(hold_commands::lock("", false).invalid(ttl) == dlock::error::invalid_argument);
+  BOOST_CHECK(hold_commands::lock("k", false).invalid(std::chrono::milliseconds(0)) == dlock::error::invalid_argument);
+  BOOST_CHECK(hold_commands::lock("k", true).invalid(std::chrono::milliseconds(-1)) == dlock::error::invalid_argument);
+  BOOST_CHECK(!hold_commands::semaphore("k", 1).invalid(ttl));
+  BOOST_CHECK(!hold_commands::semaphore("k", 1000000).invalid(ttl));
+  BOOST_CHECK(hold_commands::semaphore("k", 0).invalid(ttl) == dlock::error::invalid_argument);
+  BOOST_CHECK(hold_commands::semaphore("", 3).invalid(ttl) == dlock::error::invalid_argument);
+  BOOST_CHECK(hold_commands::semaphore("k", 3).invalid(std::chrono::milliseconds(0)) == dlock::error::invalid_argument);
 }
 
 BOOST_AUTO_TEST_CASE(a_plain_lock_sends_set_nx_px) {
