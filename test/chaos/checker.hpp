@@ -10,7 +10,7 @@
 //   valid  LOCK WORKER T DEADLINE     the holder was told it may act until DEADLINE
 //   lost   LOCK WORKER T REASON       the holder was told of its loss
 //   end    LOCK WORKER T              the holder stopped acting (before release)
-//   released LOCK WORKER T            the release completed (or failed): the hold is over
+//   released LOCK WORKER T [ERROR]    the release completed (or failed, with ERROR): the hold is over
 //   offer  QUEUE WORKER T ITEM        an item was offered (the offer succeeded)
 //   offer? QUEUE WORKER T ITEM        an offer failed with an unknown outcome
 //   take   QUEUE WORKER T ITEM        an item was claimed
@@ -33,7 +33,9 @@
 //  - One exception, counted apart as "fenced": the earlier holder's session
 //    was ended on the servers by someone else (the `session_expiry` fault, a
 //    twin handle closing it) after its section began and before the later
-//    one began, it was told of the loss afterwards, and the later holder's
+//    one began, it was told of the loss afterwards (by its loss signal, or,
+//    when its section ended before the news came, by its release failing),
+//    and the later holder's
 //    fencing token is larger. ZooKeeper tells the holder only when its own
 //    server applies the close, which another member may apply first: no
 //    client can be warned in time, and the token is what protects a resource.
@@ -109,6 +111,7 @@ struct section {
   nanos deadline = never;  // the last validity deadline it was given
   nanos released = never;  // the release completed (with_lock returned)
   std::string loss_reason;
+  std::string release_error;  // how with_lock failed, if it did
   /// Where the holder stopped being entitled to act.
   nanos effective_end() const { return std::min({end, lost, deadline, released}); }
   /// Until the holder let go, loss notice or not.
@@ -188,6 +191,7 @@ inline std::vector<section> build_sections(const std::vector<record>& records) {
       if (s.end == never) s.end = r.time;
     } else {
       s.released = r.time;
+      s.release_error = r.fields.empty() ? "" : r.fields[0];
       current.erase(it);
     }
   }
@@ -208,7 +212,8 @@ inline forced_expiries forced_expiries_of(const std::vector<record>& records) {
 
 // See "One exception" above: `a` the earlier section, `b` the later one.
 inline bool fenced_after_forced_expiry(const section& a, const section& b, const forced_expiries& expiries) {
-  if (a.lost == never || a.token == 0 || b.token <= a.token) return false;
+  bool told = a.lost != never || !a.release_error.empty();
+  if (!told || a.token == 0 || b.token <= a.token) return false;
   auto it = expiries.find(a.worker);
   if (it == expiries.end()) return false;
   return std::any_of(it->second.begin(), it->second.end(), [&](nanos t) { return a.begin <= t && t <= b.begin; });

@@ -130,13 +130,16 @@ asio::awaitable<void> section_body(worker_ctx* c, lock_probe* p) {
 template <class Lock>
 asio::awaitable<void> contend(worker_ctx* c, Lock* lock, lock_probe* probe) {
   auto body = [c, probe] { return section_body(c, probe); };
+  std::string failure;  // how with_lock failed: after the body, a release that told of the loss
   try {
     co_await dlock::with_lock(*lock, body);
   } catch (const boost::system::system_error& e) {
-    if (!c->stopping) c->rec->write("note", probe->name, {"with_lock_failed", ec_name(e.code())});
+    failure = ec_name(e.code());
+    if (!c->stopping) c->rec->write("note", probe->name, {"with_lock_failed", failure});
   }
   // The hold is over (released, or the release failed): the next holder may be anyone.
-  c->rec->write("released", probe->name);
+  if (failure.empty()) c->rec->write("released", probe->name);
+  else c->rec->write("released", probe->name, {failure});
 }
 
 struct election_lock {

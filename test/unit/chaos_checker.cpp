@@ -93,8 +93,14 @@ BOOST_AUTO_TEST_CASE(a_session_ended_by_someone_else_is_a_fenced_overlap_only_wi
   BOOST_TEST(fenced.ok());
   BOOST_TEST(fenced.backends["zk"].overlaps == 0u);
   BOOST_TEST(fenced.backends["zk"].overlaps_fenced == 1u);
+  // a's section ends (160) before the news reaches it; its release then fails: told, fenced.
+  auto told_at_release = analyse(parse({"zk begin /l a 100 w 5", "zk fault session_expiry - 120 a",
+                                        "zk begin /l b 150 w 6", "zk end /l a 160",
+                                        "zk released /l a 170 connection_lost", "zk end /l b 300"}));
+  BOOST_TEST(told_at_release.ok());
+  BOOST_TEST(told_at_release.backends["zk"].overlaps_fenced == 1u);
   // The same with a smaller later token, with the fault on another worker, with the fault after b
-  // began, or with a never told: violations.
+  // began, or with a never told (its release succeeding): violations.
   const std::vector<std::vector<std::string>> violating = {
       {"zk begin /l a 100 w 7", "zk fault session_expiry - 120 a", "zk begin /l b 150 w 6",
        "zk lost /l a 160 session_expired", "zk end /l a 200", "zk end /l b 300"},
@@ -104,6 +110,8 @@ BOOST_AUTO_TEST_CASE(a_session_ended_by_someone_else_is_a_fenced_overlap_only_wi
        "zk lost /l a 160 session_expired", "zk end /l a 200", "zk end /l b 300"},
       {"zk begin /l a 100 w 5", "zk fault session_expiry - 120 a", "zk begin /l b 150 w 6", "zk end /l a 200",
        "zk end /l b 300"},
+      {"zk begin /l a 100 w 5", "zk fault session_expiry - 120 a", "zk begin /l b 150 w 6", "zk end /l a 160",
+       "zk released /l a 170", "zk end /l b 300"},
   };
   for (const auto& lines : violating) {
     auto rep = analyse(parse(lines));
