@@ -30,6 +30,8 @@ class category final : public boost::system::error_category {
       case error::stale_token:
         return "the write carried a fencing token lower than one already seen: a later holder of the lock "
                "has written since, so this holder's lock had expired";
+      case error::stalled:
+        return "the event loop stalled for longer than the hold's margin: the lock may have expired meanwhile";
     }
     return "unknown dlock error " + std::to_string(value);
   }

@@ -30,6 +30,8 @@ enum class error {
                          ///< has not finished yet: one operation at a time
   stale_token,           ///< a fenced write carried a fencing token lower than one the
                          ///< resource has already seen: a later holder has written since
+  stalled,               ///< the event loop stalled long enough that the hold cannot be
+                         ///< trusted any more (see dlock::stall_monitor)
 };
 
 /// The category of `dlock::error` (name "dlock").

@@ -149,7 +149,7 @@ class connection_impl : public reply_sink, public std::enable_shared_from_this<c
   void open_session();
   void send_greeting(std::size_t index);
   void after_failure(const lifecycle::action& a);
-  void publish();
+  void publish(error_code why = {});  // `why`: what dropped the connection
   void add_waiter(connection_state target, bool connect, handler_type0 handler);
   void complete_waiter(std::list<waiter>::iterator it, error_code ec);
   void notify_connect(error_code ec);

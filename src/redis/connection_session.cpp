@@ -98,7 +98,7 @@ void connection_impl::perform(lifecycle::action a) {
 
 void connection_impl::after_failure(const lifecycle::action& a) {
   if (!a.retry) return close();
-  publish();  // disconnected
+  publish(a.error);  // disconnected
   backoff_timer_.expires_after(a.backoff);
   backoff_timer_.async_wait([self = shared_from_this()](error_code ec) {
     if (!ec) self->perform(self->life_.on_backoff_done());
@@ -223,8 +223,13 @@ void connection_impl::complete_waiter(std::list<waiter>::iterator it, error_code
 }
 
 // Makes the lifecycle's state the one users see; waiters for it complete.
-void connection_impl::publish() {
-  state_ = life_.state();
+void connection_impl::publish(error_code why) {
+  auto previous = std::exchange(state_, life_.state());
+  if (opts_.observer && state_ != previous) {
+    auto server = opts_.host + ':' + std::to_string(opts_.port);
+    auto reconnects = stats_.connects > 0 ? stats_.connects - 1 : 0;
+    opts_.observer->on_redis_connection({server, state_, why, reconnects});
+  }
   for (auto it = waiters_.begin(); it != waiters_.end();) {
     auto next = std::next(it);
     if (state_ == connection_state::closed)

@@ -43,6 +43,7 @@ asio::awaitable<error_code> extend_held(std::shared_ptr<lock_state> s, std::chro
   auto [ec, r] = co_await std::move(op);
   if (!ec) ec = interpret_compare_script(r);
   if (!ec) s->hold.renew(sent, ttl);
+  else s->hold.extension_failed(ec);
   co_return ec;
 }
 

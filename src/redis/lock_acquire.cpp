@@ -21,6 +21,7 @@ void send_attempt(acquire_op&& op) {
   auto s = op.s;
   op.token = make_token();
   op.sent = steady_clock::now();
+  ++op.attempts;
   auto wire = s->commands.attempt(op.token, s->opts.ttl);  // before `op` is moved
   connection_access::submit(*s->conn, std::move(wire), std::move(op));
 }
@@ -41,6 +42,7 @@ void wait_for_cleanups(acquire_op&& op) {
 // function): the caller may resume in place.
 void complete(acquire_op&& op, error_code result) {
   op.s->acquiring = false;
+  op.s->observed.finished(op.started, result, op.attempts, op.s->hold.fencing_token());
   using dlock::detail::completion;
   op.op.complete(op.in_place ? completion::in_place : completion::dispatch, op.s->executor, result);
 }
@@ -96,6 +98,7 @@ void stop_waiting(const std::shared_ptr<lock_state>& s) {
   s->waiting.reset();
   op.machine.cancel();
   s->acquiring = false;
+  s->observed.finished(op.started, asio::error::operation_aborted, op.attempts, 0);
   op.op.complete(dlock::detail::completion::post, s->executor, asio::error::operation_aborted);
 }
 
@@ -144,19 +147,24 @@ error_code validate_options(const hold_commands& what, const lock_options& o) {
 
 void begin_acquire(std::shared_ptr<lock_state> s, bool retry, std::optional<std::chrono::milliseconds> limit,
                    lock_handler h, bool in_place) {
+  auto started = s->observed.started(retry);
   error_code refuse = validate_options(s->commands, s->opts);
   if (!refuse && limit && *limit <= std::chrono::milliseconds::zero()) refuse = dlock::error::invalid_argument;
   if (!refuse && s->holding()) refuse = dlock::error::already_held;
   if (!refuse && (s->acquiring || s->releasing)) refuse = dlock::error::in_progress;
-  // From the initiating function: never in place.
-  if (refuse) return dlock::detail::post_completion(s->executor, std::move(h), refuse);
+  if (refuse) {
+    s->observed.finished(started, refuse, 0, 0);
+    // From the initiating function: never in place.
+    return dlock::detail::post_completion(s->executor, std::move(h), refuse);
+  }
   s->acquiring = true;
   s->released = false;
   auto deadline = steady_clock::now() + limit.value_or(s->opts.wait);
   acquire_machine machine(acquire_policy{retry, false},
                           retry_schedule(-1, s->opts.retry_delay, s->opts.retry_jitter, deadline));
   auto first = machine.start(s->cleanups_in_flight > 0);
-  act(acquire_op{s, machine, dlock::detail::op_base<void(error_code)>(std::move(h)), in_place, {}, {}, 0}, first);
+  act(acquire_op{s, machine, dlock::detail::op_base<void(error_code)>(std::move(h)), in_place, {}, {}, 0, started, 0},
+      first);
 }
 
 }  // namespace dlock::redis::detail

@@ -9,6 +9,7 @@
 #include <dlock/redis/lock.hpp>
 
 #include "connection_impl.hpp"
+#include "detail/observed_lock.hpp"
 #include "detail/op_base.hpp"
 #include "hold_commands.hpp"
 #include "redis/engine/acquire_machine.hpp"
@@ -37,6 +38,8 @@ struct acquire_op {
   std::string token;  // the attempt's, fresh for each
   steady_time sent{};
   int sends = 0;  // of this attempt's script, which a NOSCRIPT sends again
+  steady_time started{};        // when observed: the acquire's call
+  std::uint32_t attempts = 0;   // attempts sent, for the observer
 
   using cancellation_slot_type = asio::cancellation_slot;
   cancellation_slot_type get_cancellation_slot() const noexcept { return op.handler_slot(); }
@@ -50,10 +53,15 @@ struct lock_state : std::enable_shared_from_this<lock_state> {
       : conn(std::move(c)),
         executor(conn->executor()),
         commands(std::move(what)),
-        opts(o),
-        hold(executor, drift_rule{o.drift_factor, o.drift_extra}),
+        opts(std::move(o)),
+        observed(opts.observer, conn->opts().observer, commands.key,
+                 commands.what == hold_commands::kind::semaphore ? lock_kind::redis_semaphore : lock_kind::redis_lock),
+        hold(executor, drift_rule{opts.drift_factor, opts.drift_extra}),
         retry_pause(executor),
-        random(jitter_seed()) {}
+        random(jitter_seed()) {
+    hold.observe(&observed);
+    hold.watch_stalls(conn->opts().stall);
+  }
 
   /// Held, or lost and not released yet.
   bool holding() const noexcept { return hold.state() != hold::phase::idle; }
@@ -64,6 +72,7 @@ struct lock_state : std::enable_shared_from_this<lock_state> {
   asio::any_io_executor executor;
   hold_commands commands;  // the key, and what is sent to it
   lock_options opts;       // a semaphore's, with fencing off
+  dlock::detail::observed_lock observed;  // who is told of this lock's events
   // One operation at a time: at most one of these is true (or holding()).
   bool acquiring = false;
   bool releasing = false;

@@ -37,7 +37,8 @@ class extend_op final : public fanout {
         round_(owner_->masters.size(), ttl, owner_->hold_drift(), redlock_clock::now()),
         ttl_(ttl),
         hold_id_(owner_->hold.id()),
-        op_(std::move(handler)) {}
+        op_(std::move(handler)),
+        report_(*owner_, round_kind::extend) {}
 
   void start() {
     auto ttl = std::to_string(ttl_.count());
@@ -55,14 +56,18 @@ class extend_op final : public fanout {
                                                                   : master_outcome::taken;
     bool was_decided = round_.decided();
     round_.record(index, outcome, redlock_clock::now());
+    report_.answered(index, outcome, ec, round_.start());
     if (!was_decided && round_.decided()) decided();
   }
   void on_deadline() override {
     bool was_decided = round_.decided();
     round_.time_out_pending(redlock_clock::now());
+    report_.time_out_pending(round_.start());
     if (!was_decided) decided();
   }
+  void on_all_answered() override { report_.settled(*owner_); }
   void decided() {
+    report_.decided(round_.failure(), round_.start());
     if (owner_->hold.id() != hold_id_ || !owner_->hold.held())
       return complete(not_extendable(*owner_));  // released or lost meanwhile
     owner_->note_outcomes(round_);
@@ -70,6 +75,7 @@ class extend_op final : public fanout {
       owner_->hold.renew(round_.start(), ttl_);
       return complete(error_code{});
     }
+    owner_->hold.extension_failed(round_.failure());
     owner_->hold.lose(make_error_code(dlock::error::lost));
     complete(dlock::error::lost);
   }
@@ -79,6 +85,7 @@ class extend_op final : public fanout {
   milliseconds ttl_;
   std::uint64_t hold_id_;
   dlock::detail::op_base<void(error_code)> op_;
+  round_report report_;
 };
 
 }  // namespace

@@ -93,7 +93,8 @@ class acquire_attempt final : public fanout {
         round_(owner_->masters.size(), owner_->options.ttl, owner_->hold_drift(), recent_now(),
                owner_->options.fencing),
         op_(std::move(op)),
-        token_(make_token()) {}
+        token_(make_token()),
+        report_(*owner_, round_kind::acquire) {}
 
   void start() {
     command_ = attempt_command();
@@ -120,8 +121,10 @@ class acquire_attempt final : public fanout {
   void on_deadline() override {
     bool was_decided = round_.decided();
     round_.time_out_pending(redlock_clock::now());
+    report_.time_out_pending(round_.start());
     if (!was_decided) decided();
   }
+  void on_all_answered() override { report_.settled(*owner_); }
   void decided();
   void write_back();
   void written_back(error_code ec);
@@ -133,6 +136,7 @@ class acquire_attempt final : public fanout {
   encoded_command command_;
   boost::container::small_vector<bool, 7> resent_;  // after NOSCRIPT, once per master
   error_code write_back_failure_;
+  round_report report_;
 };
 
 /// One acquire: the acquire machine's actions, until it holds the lock, gives
@@ -156,6 +160,7 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
   }
 
   void start() {
+    started_ = owner_->observed.started(machine_.policy().retry);
     if (auto refused = refusal()) return complete(refused, in_initiation);
     owner_->acquiring = true;
     owner_->released = false;
@@ -206,6 +211,7 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
         return;
       case kind::send_attempt:
         owner_->resend_unsettled_cleanups();  // ahead of this attempt's SETs, on the same connections
+        ++attempts_;
         current_ = std::make_shared<acquire_attempt>(owner_, shared_from_this());
         return current_->start();
       case kind::pause:
@@ -224,6 +230,7 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
   void complete(error_code ec, bool initiating = false) {
     using dlock::detail::completion;
     auto how = initiating ? completion::post : in_place_ ? completion::in_place : completion::dispatch;
+    owner_->observed.finished(started_, ec, attempts_, owner_->hold.fencing_token());
     op_.complete(how, owner_->executor, ec);
   }
 
@@ -243,6 +250,8 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
   bool in_place_;  // the handler runs on the redlock's executor
   asio::steady_timer pause_;
   std::shared_ptr<acquire_attempt> current_;
+  redlock_clock::time_point started_{};  // when observed
+  std::uint32_t attempts_ = 0;
 };
 
 struct classified {
@@ -282,6 +291,7 @@ void acquire_attempt::on_answer(std::size_t index, error_code ec, const reply& a
   }
   bool was_decided = round_.decided();
   auto answered = classify(ec, answer, owner_->options.fencing);
+  report_.answered(index, answered.outcome, ec, round_.start());
   // The time of a deciding answer must not be early: validity is measured
   // to it. A decided round takes no more times (the late ones are free).
   round_.record(index, answered.outcome, was_decided ? redlock_clock::time_point() : redlock_clock::now(),
@@ -300,6 +310,7 @@ void acquire_attempt::on_answer(std::size_t index, error_code ec, const reply& a
 
 void acquire_attempt::decided() {
   owner_->note_outcomes(round_);
+  report_.decided(round_.failure(), round_.start());
   if (round_.state() == round_state::acquired && owner_->options.fencing) return write_back();
   if (op_) op_->on_decided(*this);
 }

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <utility>
 
 namespace dlock::redis::detail {
 
@@ -27,9 +28,14 @@ redlock_impl::redlock_impl(asio::any_io_executor ex, std::vector<std::shared_ptr
       key(std::move(k)),
       counter_key(o.fencing ? fencing_counter_key(key) : std::string()),
       options(o),
+      observed(o.observer, masters.empty() || !masters[0] ? nullptr : masters[0]->get_options().observer, key,
+               lock_kind::redlock),
       hold(executor, drift_rule{o.drift_factor, milliseconds(2)}),  // as hold_drift()
       deadline_timer_(executor),
       random_(jitter_seed()) {
+  hold.observe(&observed);
+  if (o.stall) hold.watch_stalls(o.stall);
+  else if (!masters.empty() && masters[0]) hold.watch_stalls(masters[0]->get_options().stall);
   names.reserve(masters.size());
   awaiting_reconnection.assign(masters.size(), false);
   for (const auto& master : masters) {
@@ -245,6 +251,59 @@ void fanout::on_reply(std::size_t index, error_code ec, const reply& answer) {
     watched_ = false;
     on_all_answered();
   }
+}
+
+// ---------------------------------------------------------------- round_report
+
+namespace {
+
+master_answer answer_of(master_outcome outcome) noexcept {
+  switch (outcome) {
+    case master_outcome::ok:
+    case master_outcome::already_ours: return master_answer::yes;
+    case master_outcome::taken: return master_answer::taken;
+    case master_outcome::timed_out: return master_answer::timed_out;
+    case master_outcome::pending:
+    case master_outcome::failed: break;
+  }
+  return master_answer::failed;
+}
+
+}  // namespace
+
+round_report::round_report(const redlock_impl& owner, round_kind kind) : kind_(kind) {
+  if (!owner.observed) return;
+  for (const auto& name : owner.names) votes_.push_back({name, master_answer::timed_out, {}, {}});
+  answered_.assign(owner.names.size(), false);
+}
+
+void round_report::answered(std::size_t index, master_outcome outcome, error_code ec,
+                            redlock_clock::time_point start) {
+  if (votes_.empty() || std::exchange(answered_[index], true)) return;
+  auto& vote = votes_[index];
+  vote.answer = answer_of(outcome);
+  vote.error = ec;
+  vote.latency = redlock_clock::now() - start;
+}
+
+void round_report::time_out_pending(redlock_clock::time_point start) {
+  if (votes_.empty()) return;
+  auto late = redlock_clock::now() - start;
+  for (std::size_t i = 0; i < votes_.size(); ++i) {
+    if (std::exchange(answered_[i], true)) continue;
+    votes_[i] = {votes_[i].master, master_answer::timed_out, make_error_code(dlock::error::timed_out), late};
+  }
+}
+
+void round_report::decided(error_code decision, redlock_clock::time_point start) {
+  if (votes_.empty()) return;
+  decision_ = decision;
+  decided_after_ = redlock_clock::now() - start;
+}
+
+void round_report::settled(const redlock_impl& owner) {
+  if (votes_.empty() || std::exchange(told_, true)) return;
+  owner.observed.to()->on_redlock_round({owner.observed.id(), kind_, decision_, decided_after_, votes_});
 }
 
 // -------------------------------------------------------------- release_fanout

@@ -9,6 +9,7 @@
 
 #include "connection_impl.hpp"
 #include "detail/completion.hpp"
+#include "detail/observed_lock.hpp"
 #include "detail/op_base.hpp"
 #include "redis/engine/scripts.hpp"
 
@@ -43,6 +44,7 @@ class redlock_impl : public std::enable_shared_from_this<redlock_impl> {
   std::string key;
   std::string counter_key;  // with fencing: the key's companion counter
   redlock_options options;
+  dlock::detail::observed_lock observed;  // who is told of this lock's events
   /// The token, validity, loss signal and auto-extension of the current hold.
   detail::hold hold;
 
@@ -172,6 +174,28 @@ class fanout : public reply_sink, public std::enable_shared_from_this<fanout> {
   redlock_impl::deadline_list::iterator watch_{};
   bool watched_ = false;
   bool deadline_passed_ = false;
+};
+
+/// What the observer is told of one round (acquire or extend), once it
+/// settled: every master answered or timed out. Kept only when observed.
+class round_report {
+ public:
+  round_report(const redlock_impl& owner, round_kind kind);
+  /// Master `index` answered (the first answer counts; a NOSCRIPT resend's does not).
+  void answered(std::size_t index, master_outcome outcome, error_code ec, redlock_clock::time_point start);
+  /// The per-master timeout passed: the masters that have not answered timed out.
+  void time_out_pending(redlock_clock::time_point start);
+  void decided(error_code decision, redlock_clock::time_point start);
+  /// Tells the observer (once).
+  void settled(const redlock_impl& owner);
+
+ private:
+  boost::container::small_vector<master_vote, 7> votes_;
+  boost::container::small_vector<bool, 7> answered_;
+  round_kind kind_;
+  error_code decision_;
+  std::chrono::nanoseconds decided_after_{};
+  bool told_ = false;
 };
 
 /// Compare-and-delete on some or all masters. With a handler, it completes as

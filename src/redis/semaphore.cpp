@@ -20,6 +20,7 @@ lock_options shell_options(const semaphore_options& o) {
   l.extend_fraction = o.extend_fraction;
   l.max_hold = o.max_hold;
   l.fencing = false;
+  l.observer = o.observer;
   return l;
 }
 

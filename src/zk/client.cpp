@@ -66,6 +66,7 @@ session_state client::state() const noexcept { return impl_->state(); }
 std::int64_t client::session_id() const noexcept { return impl_->session_id(); }
 std::string client::session_password() const { return impl_->session_password(); }
 std::string client::current_server() const { return impl_->current_server(); }
+const options& client::get_options() const noexcept { return impl_->opts(); }
 std::chrono::milliseconds client::negotiated_session_timeout() const noexcept {
   return impl_->negotiated_timeout();
 }

@@ -165,6 +165,7 @@ void session::after_c_calls() {
       dlock::detail::log(log_level::debug, "zk: removing " + path + ", created by a cancelled create");
     }
   }
+  report_states();
 }
 
 // ---------------------------------------------------------------- session events
@@ -254,6 +255,7 @@ void session::start_lost_timer() {
       dlock::detail::log(log_level::warning,
                          "zk: disconnected long enough for the servers to expire the session: session lost");
       self->set_state_changed();
+      self->report_states();
     }
   });
 }
@@ -261,9 +263,18 @@ void session::start_lost_timer() {
 void session::set_state_changed() {
   state_ = static_cast<int>(fsm_.state);
   ++state_version_;
+  if (options_.observer) unreported_states_.push_back(fsm_.state);
   auto waiters = std::move(state_waiters_);
   state_waiters_.clear();
   for (auto& w : waiters) w->complete({}, fsm_.state);
+}
+
+// The observer may call the client: it is told outside the C client's calls.
+void session::report_states() {
+  if (unreported_states_.empty()) return;
+  auto states = std::move(unreported_states_);
+  unreported_states_.clear();
+  for (auto state : states) options_.observer->on_zk_session({options_.hosts, state});
 }
 
 void session::wait_state_change(pending_ptr<session_state> op, std::uint64_t seen) {

@@ -70,6 +70,7 @@ class session : public std::enable_shared_from_this<session> {
   std::chrono::milliseconds negotiated_timeout() const noexcept {
     return std::chrono::milliseconds(negotiated_timeout_ms_.load());
   }
+  const options& opts() const noexcept { return options_; }
   statistics stats() const noexcept;
   bool is_closing() const noexcept { return closing_.load(); }
   std::uint64_t state_version() const noexcept { return state_version_.load(); }
@@ -85,6 +86,8 @@ class session : public std::enable_shared_from_this<session> {
   void on_handle_dead();
   void release_handle(error_code watch_error);
   void set_state_changed();
+  /// Tells the observer the states recorded since (never inside a C call).
+  void report_states();
   void start_lost_timer();
   void complete_connect_waiters(error_code ec);
 
@@ -110,6 +113,7 @@ class session : public std::enable_shared_from_this<session> {
 
   strand_type strand_;
   options options_;
+  std::vector<session_state> unreported_states_;  // for the observer, told after the C calls
   zhandle_t* zh_ = nullptr;
   session_fsm fsm_;
 

@@ -138,6 +138,7 @@ void session::finish_close() {
   close_timer_.cancel();
   if (zh_) release_handle(make_error_code(dlock::error::closed));
   if (fsm_.on_closed()) set_state_changed();
+  report_states();
   auto waiters = std::move(close_waiters_);
   close_waiters_.clear();
   for (auto& w : waiters) w->complete({});

@@ -184,40 +184,40 @@ void expect_truthful(const error_code& ec, const plan& p, bool session_changed, 
 
 // ---------------------------------------------------------------- locks
 
-enum class lock_kind { mutex, reader, writer, simple, election };
+enum class lock_recipe { mutex, reader, writer, simple, election };
 
 // One lock recipe behind one interface.
 struct lock_under_test {
-  lock_kind kind;
+  lock_recipe kind;
   std::unique_ptr<zk::mutex> exclusive;
   std::unique_ptr<zk::shared_mutex> shared;
   std::unique_ptr<zk::simple_lock> simple;
   std::unique_ptr<zk::leader_election> election;
 
-  lock_under_test(lock_kind k, zk::client& zk, const std::string& path) : kind(k) {
+  lock_under_test(lock_recipe k, zk::client& zk, const std::string& path) : kind(k) {
     switch (k) {
-      case lock_kind::mutex: exclusive = std::make_unique<zk::mutex>(zk, path); break;
-      case lock_kind::reader:
-      case lock_kind::writer: shared = std::make_unique<zk::shared_mutex>(zk, path); break;
-      case lock_kind::simple: simple = std::make_unique<zk::simple_lock>(zk, path); break;
-      case lock_kind::election: election = std::make_unique<zk::leader_election>(zk, path); break;
+      case lock_recipe::mutex: exclusive = std::make_unique<zk::mutex>(zk, path); break;
+      case lock_recipe::reader:
+      case lock_recipe::writer: shared = std::make_unique<zk::shared_mutex>(zk, path); break;
+      case lock_recipe::simple: simple = std::make_unique<zk::simple_lock>(zk, path); break;
+      case lock_recipe::election: election = std::make_unique<zk::leader_election>(zk, path); break;
     }
   }
   zk::mutex* as_mutex() {
     switch (kind) {
-      case lock_kind::mutex: return exclusive.get();
-      case lock_kind::reader: return &shared->reader();
-      case lock_kind::writer: return &shared->writer();
-      case lock_kind::simple: return simple.get();
-      case lock_kind::election: return nullptr;
+      case lock_recipe::mutex: return exclusive.get();
+      case lock_recipe::reader: return &shared->reader();
+      case lock_recipe::writer: return &shared->writer();
+      case lock_recipe::simple: return simple.get();
+      case lock_recipe::election: return nullptr;
     }
     return nullptr;
   }
-  bool held() { return kind == lock_kind::election ? election->is_leader() : as_mutex()->held(); }
+  bool held() { return kind == lock_recipe::election ? election->is_leader() : as_mutex()->held(); }
 };
 
 asio::awaitable<error_code> acquire(lock_under_test& l) {
-  if (l.kind == lock_kind::election) {
+  if (l.kind == lock_recipe::election) {
     auto [ec] = co_await l.election->campaign("steps-candidate", with_ec);
     co_return ec;
   }
@@ -226,7 +226,7 @@ asio::awaitable<error_code> acquire(lock_under_test& l) {
 }
 
 asio::awaitable<error_code> release(lock_under_test& l) {
-  if (l.kind == lock_kind::election) {
+  if (l.kind == lock_recipe::election) {
     auto [ec] = co_await l.election->resign(with_ec);
     co_return ec;
   }
@@ -240,13 +240,13 @@ asio::awaitable<error_code> release(lock_under_test& l) {
 // (its replies held) leaves a window no client can close, as long as the
 // loss is told once the client can know; a holder that still says held()
 // after that is a second holder.
-asio::awaitable<error_code> second_try(zk::client& direct, lock_kind kind, std::string path) {
+asio::awaitable<error_code> second_try(zk::client& direct, lock_recipe kind, std::string path) {
   error_code ec;
-  if (kind == lock_kind::simple) {
+  if (kind == lock_recipe::simple) {
     zk::simple_lock other(direct, path);
     std::tie(ec) = co_await other.try_acquire(with_ec);
     if (!ec) co_await other.release(with_ec);
-  } else if (kind == lock_kind::reader || kind == lock_kind::writer) {
+  } else if (kind == lock_recipe::reader || kind == lock_recipe::writer) {
     zk::shared_mutex other(direct, path);
     std::tie(ec) = co_await other.writer().try_acquire(with_ec);
     if (!ec) co_await other.writer().release(with_ec);
@@ -275,7 +275,7 @@ asio::awaitable<void> expect_held(zk::client& zk, zk::client& direct, lock_under
   BOOST_TEST(mine.size() == 1u, "acquire succeeded: nodes of our session on the server: [" << joined(mine) << "]");
   if (auto* m = l.as_mutex(); m && !mine.empty())
     BOOST_TEST(m->node_path() == mine.front(), "node_path() is " << m->node_path());
-  if (l.kind == lock_kind::election && l.held()) {
+  if (l.kind == lock_recipe::election && l.held()) {
     // Asked through the direct client, so it is no step of ours.
     zk::leader_election observer(direct, path);
     auto [ec, leader] = co_await observer.leader(with_ec);
@@ -285,7 +285,7 @@ asio::awaitable<void> expect_held(zk::client& zk, zk::client& direct, lock_under
   co_await expect_no_second_holder(direct, l, path);
 }
 
-asio::awaitable<void> lock_scenario(lock_kind kind, zk_cutting_proxy& proxy, plan p, std::shared_ptr<run_result> out) {
+asio::awaitable<void> lock_scenario(lock_recipe kind, zk_cutting_proxy& proxy, plan p, std::shared_ptr<run_result> out) {
   auto ex = co_await asio::this_coro::executor;
   zk::client direct(ex, dlock::test::zk_options(dlock::test::zk_hosts(), 4s));
   co_await direct.connect();
@@ -484,7 +484,7 @@ void every_step(const std::string& recipe, Scenario scenario, int phase) {
       sampler(phase));
 }
 
-auto lock_scenario_of(lock_kind kind) {
+auto lock_scenario_of(lock_recipe kind) {
   return [kind](zk_cutting_proxy& proxy, plan p, std::shared_ptr<run_result> out) {
     return lock_scenario(kind, proxy, p, std::move(out));
   };
@@ -499,11 +499,11 @@ auto queue_scenario_of(queue_mode mode) {
 
 BOOST_AUTO_TEST_SUITE(steps_zk)
 
-BOOST_AUTO_TEST_CASE(mutex_every_step) { every_step("mutex", lock_scenario_of(lock_kind::mutex), 0); }
-BOOST_AUTO_TEST_CASE(read_lock_every_step) { every_step("read lock", lock_scenario_of(lock_kind::reader), 1); }
-BOOST_AUTO_TEST_CASE(write_lock_every_step) { every_step("write lock", lock_scenario_of(lock_kind::writer), 0); }
-BOOST_AUTO_TEST_CASE(simple_lock_every_step) { every_step("simple lock", lock_scenario_of(lock_kind::simple), 0); }
-BOOST_AUTO_TEST_CASE(election_every_step) { every_step("election", lock_scenario_of(lock_kind::election), 1); }
+BOOST_AUTO_TEST_CASE(mutex_every_step) { every_step("mutex", lock_scenario_of(lock_recipe::mutex), 0); }
+BOOST_AUTO_TEST_CASE(read_lock_every_step) { every_step("read lock", lock_scenario_of(lock_recipe::reader), 1); }
+BOOST_AUTO_TEST_CASE(write_lock_every_step) { every_step("write lock", lock_scenario_of(lock_recipe::writer), 0); }
+BOOST_AUTO_TEST_CASE(simple_lock_every_step) { every_step("simple lock", lock_scenario_of(lock_recipe::simple), 0); }
+BOOST_AUTO_TEST_CASE(election_every_step) { every_step("election", lock_scenario_of(lock_recipe::election), 1); }
 BOOST_AUTO_TEST_CASE(queue_basic_every_step) { every_step("queue (basic)", queue_scenario_of(queue_mode::basic), 1); }
 BOOST_AUTO_TEST_CASE(queue_claim_every_step) { every_step("queue (claim/ack)", queue_scenario_of(queue_mode::claim), 0); }
 

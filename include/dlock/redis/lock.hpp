@@ -3,11 +3,13 @@
 #pragma once
 
 #include <dlock/lockable.hpp>
+#include <dlock/observer.hpp>
 #include <dlock/redis/basic_hold.hpp>
 #include <dlock/redis/connection.hpp>
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 namespace dlock::redis {
@@ -40,6 +42,8 @@ struct lock_options {
   /// script costs the server more than a plain `SET`, about 10-18 % of an
   /// acquire+release here (benchmarks/RESULTS.md, "Fencing's cost").
   bool fencing = false;
+  /// Told of this lock's events (dlock/observer.hpp); none: the connection's.
+  std::shared_ptr<dlock::observer> observer{};
 };
 
 /// The key holds the token as its plain value, as redis-py's `Lock`, redsync

@@ -2,8 +2,12 @@
 /// How a Redis connection reaches and greets its server.
 #pragma once
 
+#include <dlock/observer.hpp>
+#include <dlock/stall_monitor.hpp>
+
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 namespace dlock::redis {
@@ -63,6 +67,13 @@ struct options {
   /// Off by default. A failed handshake fails `connect()` with the TLS
   /// error (e.g. "certificate verify failed").
   tls_options tls;
+  /// Told of the connection's state changes and, unless a lock has its own, of
+  /// the events of every lock on it (dlock/observer.hpp). None by default.
+  std::shared_ptr<dlock::observer> observer{};
+  /// Stall detection for every lock on this connection: a hold keeps the
+  /// lateness it saw as a margin, and a stall that leaves it less validity than
+  /// the stall lasted loses it (dlock/stall_monitor.hpp). None by default.
+  std::shared_ptr<dlock::stall_monitor> stall{};
 };
 
 }  // namespace dlock::redis

@@ -3,11 +3,13 @@
 #pragma once
 
 #include <dlock/lockable.hpp>
+#include <dlock/observer.hpp>
 #include <dlock/redis/basic_hold.hpp>
 #include <dlock/redis/connection.hpp>
 
 #include <chrono>
 #include <cstddef>
+#include <memory>
 #include <string>
 
 namespace dlock::redis {
@@ -35,6 +37,8 @@ struct semaphore_options {
   /// No extension beyond this total hold time (0: no cap); the lease then
   /// expires by its TTL and the loss is told.
   std::chrono::milliseconds max_hold{0};
+  /// Told of this semaphore's events (dlock/observer.hpp); none: the connection's.
+  std::shared_ptr<dlock::observer> observer{};
 };
 
 /// One lease of a counting semaphore kept in a sorted set at `key`: each

@@ -321,6 +321,8 @@ class client {
   std::string current_server() const;
   /// The session timeout the servers granted (0 before the first session).
   std::chrono::milliseconds negotiated_session_timeout() const noexcept;
+  /// The options it was made with.
+  const options& get_options() const noexcept;
   /// Counters since construction.
   statistics stats() const noexcept;
 

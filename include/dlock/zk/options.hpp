@@ -2,8 +2,12 @@
 /// How a dlock::zk::client connects.
 #pragma once
 
+#include <dlock/observer.hpp>
+#include <dlock/stall_monitor.hpp>
+
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -42,6 +46,13 @@ struct options {
   /// Resume an existing session (both set) instead of creating one.
   std::int64_t session_id = 0;
   std::string session_password;  ///< see `session_id`
+  /// Told of the session's state changes and, unless a recipe has its own, of
+  /// the events of every lock and queue on this client (dlock/observer.hpp).
+  std::shared_ptr<dlock::observer> observer{};
+  /// Stall detection for every lock on this client: under
+  /// `loss_policy::standard`, a stall longer than the lock's `stall_fraction`
+  /// of the session timeout loses it (dlock/stall_monitor.hpp). None by default.
+  std::shared_ptr<dlock::stall_monitor> stall{};
 };
 
 }  // namespace dlock::zk

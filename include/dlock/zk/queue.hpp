@@ -3,6 +3,7 @@
 #pragma once
 
 #include <dlock/config.hpp>
+#include <dlock/observer.hpp>
 #include <dlock/zk/client.hpp>
 #include <dlock/zk/detail/retry.hpp>
 
@@ -31,6 +32,8 @@ struct queue_options {
   /// Retries of a step cut by a connection loss (reads, claims, deletes;
   /// never an offer, whose retry could duplicate the item).
   retry_policy retry;
+  /// Told of this queue's offers and takes (dlock/observer.hpp); none: the client's.
+  std::shared_ptr<dlock::observer> observer{};
 };
 
 /// An item taken in claim/ack mode: it stays in the queue, claimed by this

@@ -5,6 +5,7 @@
 #include <dlock/config.hpp>
 #include <dlock/lock_loss.hpp>
 #include <dlock/lockable.hpp>
+#include <dlock/observer.hpp>
 #include <dlock/zk/client.hpp>
 #include <dlock/zk/detail/lock_options.hpp>
 
@@ -25,6 +26,12 @@ struct semaphore_options {
   std::string identifier;
   loss_policy policy = loss_policy::standard;  ///< when held leases count as lost
   retry_policy retry;                          ///< retries of a connection loss while acquiring
+  /// Told of this semaphore's events (dlock/observer.hpp); none: the client's.
+  std::shared_ptr<dlock::observer> observer{};
+  /// As zk::lock_options::stall_fraction: with the client's stall monitor,
+  /// under `loss_policy::standard`, a stall this long (a fraction of the
+  /// session timeout) loses the leases.
+  double stall_fraction = 0.5;
 };
 
 namespace detail {

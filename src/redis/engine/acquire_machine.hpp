@@ -77,6 +77,7 @@ class acquire_machine {
   bool done() const noexcept { return step_ == step::done; }
   bool attempting() const noexcept { return step_ == step::attempting; }
   int attempts() const noexcept { return schedule_.attempts(); }
+  const acquire_policy& policy() const noexcept { return policy_; }
 
  private:
   enum class step : std::uint8_t { idle, waiting_for_cleanups, attempting, pausing, done };

@@ -1,5 +1,7 @@
 #include "redis/engine/hold.hpp"
 
+#include <boost/asio/dispatch.hpp>
+
 namespace dlock::redis::detail {
 
 hold::hold(asio::any_io_executor executor, drift_rule drift)
@@ -14,6 +16,7 @@ void hold::begin(std::string token, steady_time sent, std::chrono::milliseconds 
   valid_until_ = detail::valid_until(sent, ttl, drift_);
   loss_.arm();
   watch_validity();
+  subscribe_to_stalls();
 }
 
 void hold::extend_automatically(auto_extend_settings settings, auto_extender::step_function step) {
@@ -22,20 +25,36 @@ void hold::extend_automatically(auto_extend_settings settings, auto_extender::st
 }
 
 void hold::renew(steady_time sent, std::chrono::milliseconds ttl) {
+  auto before = validity();
   valid_until_ = detail::valid_until(sent, ttl, drift_);
   watch_validity();
+  if (observed_ && *observed_) observed_->extension({}, before, validity());
+}
+
+void hold::extension_failed(error_code why) const {
+  if (!observed_ || !*observed_) return;
+  auto left = validity();
+  observed_->extension(why, left, left);
+}
+
+void hold::ended(hold_end how, error_code why) const {
+  if (observed_) observed_->ended(acquired_, how, why);
 }
 
 void hold::lose(error_code why) {
   if (phase_ != phase::held) return;
   phase_ = phase::lost;
   ++id_;
+  stall_watch_.reset();
   if (extender_.running()) extender_.stop([](error_code) {});
+  ended(hold_end::lost, why);
   loss_.fire(why);
   if (on_lost_) on_lost_(why);
 }
 
 void hold::end() {
+  if (phase_ == phase::held) ended(hold_end::released, {});
+  stall_watch_.reset();
   phase_ = phase::idle;
   ++id_;
   loss_.disarm();
@@ -45,15 +64,39 @@ void hold::end() {
 }
 
 void hold::end(asio::any_completion_handler<void(error_code)> then) {
+  if (phase_ == phase::held) ended(hold_end::released, {});
+  stall_watch_.reset();
   phase_ = phase::idle;
   ++id_;
   loss_.disarm();
   extender_.stop(std::move(then));
 }
 
+// Less the lateness the stall monitor saw lately: a stall like it may be
+// going on right now, unseen.
 std::chrono::milliseconds hold::validity() const noexcept {
   if (phase_ != phase::held) return std::chrono::milliseconds(0);
-  return remaining(valid_until_, std::chrono::steady_clock::now());
+  auto end = valid_until_;
+  if (stall_) end -= std::chrono::duration_cast<steady_time::duration>(stall_->margin());
+  return remaining(end, std::chrono::steady_clock::now());
+}
+
+// The monitor calls on its executor; the hold is looked at on its own.
+void hold::subscribe_to_stalls() {
+  if (!stall_) return;
+  stall_watch_ = dlock::detail::stall_subscription(
+      stall_, [this, owner = owner_, id = id_, executor = validity_timer_.get_executor()](std::chrono::nanoseconds lag) {
+        asio::dispatch(executor, [this, owner, id, lag] {
+          if (auto alive = owner.lock()) this->on_stall(id, lag);
+        });
+      });
+}
+
+// A stall as long as the validity left could happen again before the next
+// look: the hold cannot be trusted, whatever the clock still says.
+void hold::on_stall(std::uint64_t hold_id, std::chrono::nanoseconds lag) {
+  if (hold_id != id_ || phase_ != phase::held) return;
+  if (std::chrono::steady_clock::now() + lag >= valid_until_) lose(make_error_code(dlock::error::stalled));
 }
 
 // Nothing but an extension renews a hold, so its loss is signalled when the

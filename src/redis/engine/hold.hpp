@@ -8,7 +8,11 @@
 #include "redis/engine/auto_extend.hpp"
 #include "redis/engine/timing.hpp"
 
+#include "detail/observed_lock.hpp"
+#include "detail/stall_monitor_impl.hpp"
+
 #include <dlock/lock_loss.hpp>
+#include <dlock/stall_monitor.hpp>
 
 #include <boost/asio/steady_timer.hpp>
 
@@ -34,6 +38,10 @@ class hold {
   /// Called after the loss signal fired (on the executor), e.g. to delete
   /// the keys in the background.
   void on_lost(std::function<void(error_code)> hook) { on_lost_ = std::move(hook); }
+  /// Who is told when a hold ends or is extended (the lock's, outliving this hold).
+  void observe(const dlock::detail::observed_lock* observed) { observed_ = observed; }
+  /// Stalls count against every hold's validity (dlock/stall_monitor.hpp).
+  void watch_stalls(std::shared_ptr<stall_monitor> monitor) { stall_ = std::move(monitor); }
 
   /// Acquired: `token` was set by commands sent at `sent` with `ttl`;
   /// `fencing_token` is the hold's fencing token (0: the lock has none).
@@ -42,6 +50,8 @@ class hold {
   void extend_automatically(auto_extend_settings settings, auto_extender::step_function step);
   /// An extension sent at `sent` with `ttl` succeeded.
   void renew(steady_time sent, std::chrono::milliseconds ttl);
+  /// An extension failed with `why` (the caller decides whether the hold is lost).
+  void extension_failed(error_code why) const;
   /// The hold is lost (once): extension stops, the signal fires with `why`.
   void lose(error_code why);
   /// The hold ends (release, or the lock destroyed): the signal is disarmed
@@ -67,7 +77,14 @@ class hold {
  private:
   void watch_validity();
 
+  void ended(hold_end how, error_code why) const;
+  void subscribe_to_stalls();
+  void on_stall(std::uint64_t hold_id, std::chrono::nanoseconds lag);
+
   drift_rule drift_;
+  const dlock::detail::observed_lock* observed_ = nullptr;
+  std::shared_ptr<stall_monitor> stall_;
+  dlock::detail::stall_subscription stall_watch_;  // while held, with a monitor
   std::atomic<phase> phase_{phase::idle};  // atomic: held() is read from any thread
   std::string token_;
   std::atomic<std::int64_t> fencing_token_{0};  // atomic: read from any thread

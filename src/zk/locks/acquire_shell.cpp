@@ -80,8 +80,10 @@ class acquire_shell final : public acquire_op_base {
       case action::ensure_path:
         return ensure_path();
       case action::create_and_list:
+        count_attempt();
         return create_and_list();
       case action::create:
+        count_attempt();
         return create(create_mode::ephemeral, [self = shared()] { self->on_created({}, {}); });
       case action::list:
         return list();

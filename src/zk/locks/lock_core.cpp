@@ -25,6 +25,16 @@ std::string default_identifier() {
   return std::string(host) + ":" + std::to_string(getpid());
 }
 
+dlock::lock_kind kind_of(lock_role role, lock_flavor flavor) noexcept {
+  if (flavor == lock_flavor::simple) return dlock::lock_kind::zk_simple_lock;
+  switch (role) {
+    case lock_role::reader: return dlock::lock_kind::zk_read_lock;
+    case lock_role::writer: return dlock::lock_kind::zk_write_lock;
+    case lock_role::exclusive: break;
+  }
+  return dlock::lock_kind::zk_mutex;
+}
+
 error_code check_path(const std::string& path) {
   if (auto ec = validate_path(path)) return ec;
   if (path == "/") return make_error_code(dlock::error::invalid_argument);  // every node would contend
@@ -132,7 +142,9 @@ lock_core::lock_core(client& zk_client, std::string lock_path, lock_role lock_ro
       flavor(lock_flavor_),
       options(std::move(lock_opts)),
       path_error(check_path(path)),
-      loss(strand) {
+      loss(strand),
+      observed(options.observer, zk_client.get_options().observer, path, kind_of(role, flavor)),
+      stall(zk_client.get_options().stall) {
   if (options.identifier.empty()) options.identifier = default_identifier();
 }
 
@@ -141,6 +153,7 @@ void lock_core::on_acquired(std::string node, std::int64_t zxid, std::int64_t ow
   czxid = zxid;
   session = owner;
   state = hold::held;
+  if (observed) held_since = std::chrono::steady_clock::now();
   loss.arm();
   // The session may have changed state between the last reply and now: a
   // change the monitor saw while we were only acquiring is judged again here.
@@ -152,13 +165,37 @@ void lock_core::on_acquired(std::string node, std::int64_t zxid, std::int64_t ow
   else if (now == session_state::suspended && options.policy == loss_policy::standard)
     lose(make_error_code(zk::error::connection_loss));
   watch_session(shared_from_this());
+  if (state == hold::held) subscribe_to_stalls();
 }
 
 void lock_core::lose(error_code reason) {
   state = hold::lost;
+  stall_watch.reset();
+  observed.ended(held_since, hold_end::lost, reason);
   if (dlock::detail::log_enabled(log_level::warning))
     dlock::detail::log(log_level::warning, "zk lock: lost " + own_path + ": " + reason.message());
   loss.fire(reason);
+}
+
+void lock_core::released_while_held() {
+  stall_watch.reset();
+  observed.ended(held_since, hold_end::released, {});
+}
+
+// A stall is judged against the session timeout: the servers may have
+// expired the session while nobody looked (the client pings after a third of
+// it, so they last heard from us up to that long before the stall began).
+void lock_core::subscribe_to_stalls() {
+  if (!stall || options.policy != loss_policy::standard) return;
+  std::weak_ptr<lock_core> weak = shared_from_this();
+  stall_watch = dlock::detail::stall_subscription(stall, [weak, strand = strand](std::chrono::nanoseconds lag) {
+    asio::dispatch(strand, [weak, lag] {
+      auto core = weak.lock();
+      if (!core || core->state != hold::held) return;
+      if (dlock::detail::stall_suspends(lag, core->options.stall_fraction, core->zk.negotiated_session_timeout()))
+        core->lose(make_error_code(dlock::error::stalled));
+    });
+  });
 }
 
 step_result classify(const error_code& ec) noexcept {
@@ -200,6 +237,8 @@ void close_lock_core(const lock_core_ptr& core) noexcept {
       core->closed = true;
       core->monitor_stop.emit(asio::cancellation_type::terminal);
       if (auto op = core->current.lock()) op->cancel(asio::error::operation_aborted);
+      if (core->state == lock_core::hold::held) core->released_while_held();
+      core->stall_watch.reset();
       if ((core->state == lock_core::hold::held || core->state == lock_core::hold::lost) &&
           !core->own_path.empty() && core->zk.state() != session_state::closed)
         start_node_removal(core, core->take_own_node(), {}, {});
@@ -236,10 +275,20 @@ void acquire_op_base::begin(std::chrono::steady_clock::duration limit) {
   run();
 }
 
-void acquire_op_base::refuse(error_code ec) { op_.complete(completion::post, core_->strand, ec); }
+void acquire_op_base::starting(bool waits) { started_ = core_->observed.started(waits); }
+
+void acquire_op_base::refuse(error_code ec) {
+  report(ec);
+  op_.complete(completion::post, core_->strand, ec);
+}
+
+void acquire_op_base::report(error_code ec) const {
+  core_->observed.finished(started_, ec, attempts_, core_->czxid.load());
+}
 
 void acquire_op_base::complete(error_code ec) {
   if (completed()) return;
+  report(ec);
   if (ec && core_->state == lock_core::hold::acquiring) {  // (or early: only a cleanup goes on)
     core_->state = lock_core::hold::idle;
     core_->own_path.clear();
@@ -253,6 +302,7 @@ void start_acquire(const lock_core_ptr& core, acquire_mode mode, std::chrono::st
   auto op = make_acquire(core, mode, std::move(handler));
   op->hook_cancellation();
   asio::dispatch(core->strand, [core, op, mode, limit, identifier = std::move(identifier)]() mutable {
+    op->starting(mode != acquire_mode::try_once);
     error_code refusal = core->path_error;
     if (!refusal && core->zk.state() == session_state::closed) refusal = dlock::error::closed;
     if (!refusal && core->state == lock_core::hold::held) refusal = dlock::error::already_held;
@@ -280,6 +330,7 @@ void start_release(const lock_core_ptr& core, asio::any_completion_handler<void(
     switch (core->state) {
       case lock_core::hold::held: {
         core->state = lock_core::hold::released;
+        core->released_while_held();
         core->loss.disarm();
         return start_node_removal(core, core->take_own_node(), {}, std::move(h));
       }

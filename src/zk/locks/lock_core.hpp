@@ -2,6 +2,8 @@
 // here runs on the client's strand.
 #pragma once
 
+#include "detail/observed_lock.hpp"
+#include "detail/stall_monitor_impl.hpp"
 #include "detail/op_base.hpp"
 
 #include <dlock/error.hpp>
@@ -40,6 +42,8 @@ class acquire_op_base : public std::enable_shared_from_this<acquire_op_base> {
   void hook_cancellation();
   /// On the strand: the acquire may go ahead (`limit` > 0 arms a deadline).
   void begin(std::chrono::steady_clock::duration limit);
+  /// On the strand, first: the acquire reached the lock (told to the observer).
+  void starting(bool waits);
   /// On the strand: the acquire is refused before anything is sent.
   void refuse(error_code ec);
   /// On the strand: the caller gave up with `reason`.
@@ -50,12 +54,18 @@ class acquire_op_base : public std::enable_shared_from_this<acquire_op_base> {
   /// Completes the caller's handler once (later calls are ignored).
   void complete(error_code ec);
   bool completed() const noexcept { return op_.done(); }
+  /// A node creation was sent (what the observer counts as an attempt).
+  void count_attempt() noexcept { ++attempts_; }
 
   std::shared_ptr<lock_core> core_;
 
  private:
+  void report(error_code ec) const;
+
   dlock::detail::op_base<void(error_code)> op_;
   std::optional<asio::steady_timer> deadline_;
+  std::chrono::steady_clock::time_point started_{};  // when observed
+  std::uint32_t attempts_ = 0;
 };
 
 /// A node we created, and what proves it is still ours: the session that
@@ -81,6 +91,10 @@ class lock_core : public std::enable_shared_from_this<lock_core> {
   lock_options options;
   error_code path_error;  // set once at construction: a bad path fails every acquire
   lock_loss loss;
+  dlock::detail::observed_lock observed;  // who is told of this lock's events
+  std::chrono::steady_clock::time_point held_since{};  // when observed
+  std::shared_ptr<stall_monitor> stall;         // the client's, if any
+  dlock::detail::stall_subscription stall_watch;  // while held
 
   // Atomic: held() and fencing_token() read them from the holder's thread.
   std::atomic<hold> state{hold::idle};
@@ -97,6 +111,10 @@ class lock_core : public std::enable_shared_from_this<lock_core> {
   void on_acquired(std::string node, std::int64_t zxid, std::int64_t owner);
   /// The hold is gone for `reason`: tell the holder.
   void lose(error_code reason);
+  /// The hold ends by release (or the lock's destruction): tell the observer.
+  void released_while_held();
+  /// While held: a stall too long for the session's sake loses the hold.
+  void subscribe_to_stalls();
   /// Our node (held or lost), handed to its removal; forgotten here.
   owned_node take_own_node();
 };

@@ -12,6 +12,7 @@
 #include <dlock/zk/path.hpp>
 
 #include "queue_items.hpp"
+#include "reported.hpp"
 
 #include "detail/spawn_to_handler.hpp"
 
@@ -31,6 +32,7 @@ queue_state_ptr make_queue_state(client& zk, std::string path, queue_options opt
   q->claims_path = path + ".claims";
   q->path = std::move(path);
   q->options = std::move(options);
+  q->observer = q->options.observer ? q->options.observer : zk.get_options().observer;
   return q;
 }
 
@@ -214,20 +216,23 @@ asio::awaitable<std::tuple<error_code, std::string>> offer_body(queue_state_ptr 
 }  // namespace
 
 void start_offer(const queue_state_ptr& q, std::string item, queue_handler<std::string> h) {
-  dlock::detail::spawn_to_handler(q->zk->get_executor(), offer_body(q, std::move(item)), std::move(h));
+  dlock::detail::spawn_to_handler(q->zk->get_executor(), maybe_reported(q, queue_event::offered, offer_body(q, std::move(item))),
+                                  std::move(h));
 }
 void start_poll(const queue_state_ptr& q, queue_handler<std::optional<std::string>> h) {
-  dlock::detail::spawn_to_handler(q->zk->get_executor(), poll_body(q), std::move(h));
+  dlock::detail::spawn_to_handler(q->zk->get_executor(), maybe_reported(q, queue_event::taken, poll_body(q)), std::move(h));
 }
 void start_remove(const queue_state_ptr& q, queue_handler<std::string> h) {
-  dlock::detail::spawn_to_handler(q->zk->get_executor(), required(poll_body(q)), std::move(h));
+  dlock::detail::spawn_to_handler(q->zk->get_executor(), maybe_reported(q, queue_event::taken, required(poll_body(q))),
+                                  std::move(h));
 }
 void start_take(const queue_state_ptr& q, queue_handler<std::string> h) {
-  dlock::detail::spawn_to_handler(q->zk->get_executor(), take_body(q), std::move(h));
+  dlock::detail::spawn_to_handler(q->zk->get_executor(), maybe_reported(q, queue_event::taken, take_body(q)), std::move(h));
 }
 void start_take_for(const queue_state_ptr& q, std::chrono::steady_clock::duration limit,
                     queue_handler<std::string> h) {
-  dlock::detail::spawn_to_handler(q->zk->get_executor(), take_for_body(q, limit), std::move(h));
+  dlock::detail::spawn_to_handler(q->zk->get_executor(), maybe_reported(q, queue_event::taken, take_for_body(q, limit)),
+                                  std::move(h));
 }
 void start_peek(const queue_state_ptr& q, queue_handler<std::optional<std::string>> h) {
   dlock::detail::spawn_to_handler(q->zk->get_executor(), peek_body(q), std::move(h));

@@ -8,6 +8,7 @@
 
 #include "zk/recipe/node_names.hpp"  // make_guid
 #include "queue_items.hpp"
+#include "reported.hpp"
 
 #include "detail/spawn_to_handler.hpp"
 
@@ -196,7 +197,8 @@ asio::awaitable<std::tuple<error_code>> release_claim_body(queue_state_ptr q, cl
 }  // namespace
 
 void start_take_claimed(const queue_state_ptr& q, queue_handler<claimed_item> h) {
-  dlock::detail::spawn_to_handler(q->zk->get_executor(), take_claimed_body(q), std::move(h));
+  dlock::detail::spawn_to_handler(q->zk->get_executor(), maybe_reported(q, queue_event::taken, take_claimed_body(q)),
+                                  std::move(h));
 }
 void start_ack(const queue_state_ptr& q, claimed_item item, queue_handler<> h) {
   dlock::detail::spawn_to_handler(q->zk->get_executor(), ack_body(q, std::move(item)), std::move(h));

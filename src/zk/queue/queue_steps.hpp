@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -31,6 +32,7 @@ struct queue_state {
   std::string claims_path;  // sibling "<path>.claims": ephemeral claim nodes, one per claimed item
   queue_options options;
   error_code path_error;
+  std::shared_ptr<dlock::observer> observer;  // the queue's own, else the client's; may be null
 };
 
 inline constexpr auto with_ec = asio::as_tuple(asio::deferred);

@@ -24,6 +24,11 @@ using dlock::detail::completion;
 using dlock::detail::forwarding;
 using action = semaphore_action;
 
+const std::shared_ptr<dlock::observer>& silent_observer() {
+  static const auto silent = std::make_shared<dlock::observer>();
+  return silent;
+}
+
 class acquire_shell final : public semaphore_acquire, public std::enable_shared_from_this<acquire_shell> {
  public:
   acquire_shell(semaphore_core_ptr core, semaphore_mode mode, std::size_t count, semaphore_handler handler)
@@ -49,10 +54,14 @@ class acquire_shell final : public semaphore_acquire, public std::enable_shared_
         if (!ec) self->cancel(make_error_code(dlock::error::timed_out));
       }));
     }
+    started_ = core_->observed.started(waits_);
     run(machine_.start());
   }
 
-  void refuse(error_code ec) override { op_.complete(completion::post, core_->strand, ec); }
+  void refuse(error_code ec) override {
+    core_->observed.finished(core_->observed.started(waits_), ec, 0, 0);
+    op_.complete(completion::post, core_->strand, ec);
+  }
 
   void cancel(error_code reason) override {
     if (op_.done() || !machine_.cancel(reason)) return;
@@ -79,6 +88,7 @@ class acquire_shell final : public semaphore_acquire, public std::enable_shared_
       case action::ensure:
         return ensure();
       case action::create:
+        ++attempts_;
         return create();
       case action::recover:
         return list(false);
@@ -115,6 +125,9 @@ class acquire_shell final : public semaphore_acquire, public std::enable_shared_
       o.identifier = core_->options.identifier;
       o.policy = loss_policy::session;  // held for moments; its loss changes nothing (see the recipe)
       o.retry = core_->options.retry;
+      // The semaphore's own part, not a lock of the user's: the observer hears
+      // of the semaphore's acquire, not of this (an observer that does nothing).
+      o.observer = silent_observer();
       mutex_.emplace(core_->zk, machine_.locks_path(), std::move(o));
     }
     auto done = asio::bind_cancellation_slot(mutex_stop_.slot(), on_strand([self = shared_from_this()](error_code ec) {
@@ -211,12 +224,15 @@ class acquire_shell final : public semaphore_acquire, public std::enable_shared_
     if (op_.done()) return;
     if (deadline_) deadline_->cancel();
     if (core_->current.lock().get() == static_cast<semaphore_acquire*>(this)) core_->current.reset();
+    core_->observed.finished(started_, ec, attempts_, 0);
     op_.complete(completion::dispatch, core_->strand, ec);
   }
 
   semaphore_core_ptr core_;
   dlock::detail::op_base<void(error_code)> op_;
   bool waits_;
+  std::chrono::steady_clock::time_point started_{};  // when observed
+  std::uint32_t attempts_ = 0;                        // lease creations sent
   semaphore_machine machine_;
   std::optional<zk::mutex> mutex_;
   asio::cancellation_signal mutex_stop_;

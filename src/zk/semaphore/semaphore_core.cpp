@@ -136,7 +136,9 @@ semaphore_core::semaphore_core(client& zk_client, std::string semaphore_path, st
       max_leases(max),
       options(std::move(opts)),
       argument_error(check_arguments(path, max)),
-      loss(strand) {
+      loss(strand),
+      observed(options.observer, zk_client.get_options().observer, path, dlock::lock_kind::zk_semaphore),
+      stall(zk_client.get_options().stall) {
   if (options.identifier.empty()) options.identifier = default_identifier();
   lock_options removal_options;
   removal_options.retry = options.retry;
@@ -155,7 +157,11 @@ void semaphore_core::on_acquired(const std::vector<lease_node>& nodes) {
   }
   count = held.size();
   ever_held = true;
-  if (first) loss.arm();
+  if (first) {
+    loss.arm();
+    if (observed) held_since = std::chrono::steady_clock::now();
+    watch_stalls();
+  }
   // A change the monitor could not see while we only acquired is judged now.
   auto now = zk.state();
   if (now == session_state::closed)
@@ -178,17 +184,38 @@ void semaphore_core::lose(error_code reason) {
   held.clear();
   count = 0;
   lost_state = true;
+  stall_watch.reset();
+  observed.ended(held_since, hold_end::lost, reason);
   loss.fire(reason);
+}
+
+// As a lock's (lock_core.cpp): a stall too long for the session loses the set.
+void semaphore_core::watch_stalls() {
+  if (!stall || options.policy != loss_policy::standard) return;
+  std::weak_ptr<semaphore_core> weak = shared_from_this();
+  stall_watch = dlock::detail::stall_subscription(stall, [weak, strand = strand](std::chrono::nanoseconds lag) {
+    asio::dispatch(strand, [weak, lag] {
+      auto core = weak.lock();
+      if (!core || core->held.empty()) return;
+      if (dlock::detail::stall_suspends(lag, core->options.stall_fraction, core->zk.negotiated_session_timeout()))
+        core->lose(make_error_code(dlock::error::stalled));
+    });
+  });
 }
 
 std::vector<lease_node> semaphore_core::take_last(std::size_t k) {
   std::vector<lease_node> out;
+  bool was_held = !held.empty();
   while (k-- > 0 && !held.empty()) {
     held.back()->watch.cancel();
     out.push_back(held.back()->node);
     held.pop_back();
   }
   count = held.size();
+  if (was_held && held.empty()) {
+    stall_watch.reset();
+    observed.ended(held_since, hold_end::released, {});
+  }
   return out;
 }
 

@@ -7,6 +7,8 @@
 #include <dlock/zk/semaphore.hpp>
 #include <dlock/zk/watch.hpp>
 
+#include "detail/observed_lock.hpp"
+#include "detail/stall_monitor_impl.hpp"
 #include "zk/locks/lock_core.hpp"  // owned_node, start_node_removal, classify
 #include "zk/semaphore/semaphore_recipe.hpp"
 
@@ -51,6 +53,10 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
   semaphore_options options;
   error_code argument_error;  // bad path or max_leases: every acquire fails
   lock_loss loss;
+  dlock::detail::observed_lock observed;  // who is told of this semaphore's events
+  std::chrono::steady_clock::time_point held_since{};  // the first lease of the set, when observed
+  std::shared_ptr<stall_monitor> stall;                // the client's, if any
+  dlock::detail::stall_subscription stall_watch;       // while leases are held
   // The context of start_node_removal (the client, strand and retry policy it
   // needs): deletes of lease nodes are the locks' ownership-checked ones.
   lock_core_ptr removal;
@@ -69,9 +75,12 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
   void on_acquired(const std::vector<lease_node>& nodes);
   /// The lease set is gone for `reason`: tell the holder, keep the nodes for release.
   void lose(error_code reason);
+  /// While leases are held: a stall too long for the session's sake loses them.
+  void watch_stalls();
   /// Deletes `nodes` (each only while ours); `done` once all were handled.
   void remove(std::vector<lease_node> nodes, error_code report, asio::any_completion_handler<void(error_code)> done);
-  /// The `k` leases acquired last, no longer held (watches cancelled).
+  /// The `k` leases acquired last, no longer held (watches cancelled); when
+  /// none is left, the set's hold ended by release (told to the observer).
   std::vector<lease_node> take_last(std::size_t k);
 };
 

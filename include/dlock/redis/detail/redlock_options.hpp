@@ -1,7 +1,11 @@
 // The settings of a Redlock; included by <dlock/redis/redlock.hpp>.
 #pragma once
 
+#include <dlock/observer.hpp>
+#include <dlock/stall_monitor.hpp>
+
 #include <chrono>
+#include <memory>
 #include <string_view>
 
 namespace dlock::redis {
@@ -39,6 +43,11 @@ struct redlock_options {
   /// Off by default: about 10 % of an acquire+release here
   /// (benchmarks/RESULTS.md, "Fencing's cost").
   bool fencing = false;
+  /// Told of this lock's events and rounds (dlock/observer.hpp); none: the
+  /// first master's connection's.
+  std::shared_ptr<dlock::observer> observer{};
+  /// Stall detection (dlock/stall_monitor.hpp); none: the first master's connection's.
+  std::shared_ptr<dlock::stall_monitor> stall{};
 };
 
 namespace detail {

@@ -1,8 +1,10 @@
 // Options shared by the ZooKeeper locks (mutex, shared_mutex, simple_lock).
 #pragma once
 
+#include <dlock/observer.hpp>
 #include <dlock/zk/detail/retry.hpp>
 
+#include <memory>
 #include <string>
 
 namespace dlock::zk {
@@ -34,6 +36,12 @@ struct lock_options {
   /// mutex and leader election; `simple_lock` ignores it. Off by default, so
   /// code that reacts to an expiry hears of it.
   bool restart_after_expiry = false;
+  /// Told of this lock's events (dlock/observer.hpp); none: the client's.
+  std::shared_ptr<dlock::observer> observer{};
+  /// With the client's stall monitor, under `loss_policy::standard`: a stall
+  /// this long, as a fraction of the negotiated session timeout, loses the
+  /// hold (the servers may have expired the session meanwhile).
+  double stall_fraction = 0.5;
 };
 
 }  // namespace dlock::zk
