@@ -120,6 +120,30 @@ BOOST_AUTO_TEST_CASE(readers_share_the_zookeeper_lock) {
   BOOST_CHECK_EQUAL(first->wait(), 0);
 }
 
+// --stats: one JSON line on stderr, after the command, on every backend.
+BOOST_AUTO_TEST_CASE(stats_tell_the_wait_and_the_hold) {
+  for (const auto& b : lock_backends()) {
+    BOOST_TEST_CONTEXT(b.label) {
+      scratch dir;
+      auto name = lock_name(b, "stats");
+      auto out = dir.file("out"), err = dir.file("err");
+      BOOST_CHECK_EQUAL(run_dlock(lock_args(b, name, "echo ran; sleep 0.3", {"--stats"}), out, err), 0);
+      BOOST_TEST(read_file(out) == "ran\n", "stdout is the command's alone");
+      auto lines = read_lines(err);
+      BOOST_REQUIRE(!lines.empty());
+      const auto& line = lines.back();
+      BOOST_TEST_MESSAGE(line);
+      BOOST_TEST(line.find("\"name\":\"" + name + "\"") != std::string::npos, line);
+      BOOST_TEST(line.find("\"outcome\":\"ok\"") != std::string::npos, line);
+      BOOST_TEST(line.find("\"ended\":\"released\"") != std::string::npos, line);
+      BOOST_TEST(line.find("\"reason\":null") != std::string::npos, line);
+      auto held_at = line.find("\"held_ms\":");
+      BOOST_REQUIRE(held_at != std::string::npos);
+      BOOST_TEST(std::stod(line.substr(held_at + 10)) >= 300.0, line);
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(command_status_is_passed_through) {
   for (const auto& b : lock_backends()) {
     BOOST_TEST_CONTEXT(b.label) {

@@ -3,7 +3,10 @@
 #include "dlock/environment.hpp"
 #include "dlock/exit_status.hpp"
 #include "dlock/hosts.hpp"
+#include "dlock/lock_stats.hpp"
 #include "dlock/secrets.hpp"
+
+#include <dlock/error.hpp>
 
 #include <boost/test/unit_test.hpp>
 
@@ -147,6 +150,38 @@ BOOST_AUTO_TEST_CASE(digest_credentials_split_at_the_first_colon) {
   BOOST_TEST(!parse_digest("no-colon").has_value());
   BOOST_TEST(!parse_digest(":password").has_value());
   BOOST_TEST(!parse_digest("").has_value());
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(cli_lock_stats)
+
+using namespace std::chrono_literals;
+
+BOOST_AUTO_TEST_CASE(what_did_not_happen_is_null) {
+  dlock::cli::lock_stats stats;
+  BOOST_TEST(stats.json() ==
+             "{\"name\":\"\",\"kind\":\"\",\"outcome\":null,\"wait_ms\":0,\"attempts\":0,\"held_ms\":null,"
+             "\"ended\":null,\"reason\":null,\"extensions\":0,\"failed_extensions\":0,"
+             "\"min_validity_left_ms\":null,\"last_validity_ms\":null}");
+}
+
+BOOST_AUTO_TEST_CASE(a_wait_a_hold_and_its_extensions) {
+  dlock::cli::lock_stats stats;
+  dlock::lock_id id{"/locks/\"backup\"", dlock::lock_kind::redis_lock};
+  stats.on_acquire_finished({id, {}, 12500us, 3, 7});
+  stats.on_extended({id, {}, 6000ms, 10000ms});
+  stats.on_extended({id, {}, 4000ms, 10000ms});
+  stats.on_extended({id, make_error_code(dlock::error::not_owned), 3000ms, 3000ms});
+  stats.on_hold_ended({id, dlock::hold_end::lost, make_error_code(dlock::error::lost), 2500ms});
+  auto line = stats.json();
+  BOOST_TEST(line.find("\"name\":\"/locks/\\\"backup\\\"\"") != std::string::npos, line);
+  BOOST_TEST(line.find("\"kind\":\"redis_lock\",\"outcome\":\"ok\",\"wait_ms\":12.5,\"attempts\":3") != std::string::npos,
+             line);
+  BOOST_TEST(line.find("\"held_ms\":2500,\"ended\":\"lost\"") != std::string::npos, line);
+  BOOST_TEST(line.find("\"extensions\":2,\"failed_extensions\":1,\"min_validity_left_ms\":4000,"
+                       "\"last_validity_ms\":10000}") != std::string::npos,
+             line);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

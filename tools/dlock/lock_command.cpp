@@ -4,6 +4,7 @@
 #include "dlock/command_line.hpp"
 #include "dlock/commands.hpp"
 #include "dlock/hold.hpp"
+#include "dlock/lock_stats.hpp"
 #include "dlock/server_options.hpp"
 
 #include <dlock/redis/lock.hpp>
@@ -16,6 +17,8 @@
 #include <boost/asio/signal_set.hpp>
 
 #include <csignal>
+#include <cstdio>
+#include <memory>
 
 namespace dlock::cli {
 namespace {
@@ -33,6 +36,7 @@ struct lock_settings {
   std::optional<std::size_t> permits;  // a semaphore of this many leases, not a lock
   milliseconds ttl{10'000};
   hold_settings hold;
+  std::shared_ptr<lock_stats> stats;  // --stats: the lock's observer
 };
 
 po::options_description lock_options() {
@@ -49,6 +53,7 @@ po::options_description lock_options() {
       ("ttl", po::value<std::string>()->default_value("10s"), "Redis: the lock's TTL (extended while CMD runs)")
       ("session-timeout", po::value<std::string>()->default_value("10s"), "ZooKeeper: the session timeout")
       ("grace", po::value<std::string>()->default_value("5s"), "after a loss, SIGKILL CMD this long after SIGTERM")
+      ("stats", "on exit, print the lock's wait, hold and extension figures on stderr (one JSON line)")
       ("name", po::value<std::string>(), "the lock's PATH or KEY (positional)");
   add_connect_timeout_option(options);
   add_zk_auth_options(options);
@@ -68,6 +73,7 @@ lock_settings settings_from(const parsed_arguments& parsed) {
   s.hold.timeout = duration_option(values, "timeout");
   s.hold.grace = *duration_option(values, "grace");
   s.shared = values.count("shared") > 0;
+  if (values.count("stats")) s.stats = std::make_shared<lock_stats>();
   if (values.count("permits")) {  // signed: "-1" is refused, not wrapped around
     auto permits = values["permits"].as<long long>();
     if (permits <= 0) throw usage_error("--permits must be more than 0");
@@ -101,8 +107,9 @@ static_assert(dlock::fenced_lockable<redis::lock> && dlock::fenced_lockable<redi
 // Practically unlimited, with the backoff capped (retry_policy::max_backoff).
 constexpr int waiting_retries = 1'000'000;
 
-zk::lock_options zk_lock_options() {
+zk::lock_options zk_lock_options(const lock_settings& s) {
   zk::lock_options options;
+  options.observer = s.stats;
   options.restart_after_expiry = true;
   // Connection losses while waiting are retried until --timeout: a partition
   // that outlasts the library's default attempts must not end the wait.
@@ -115,14 +122,15 @@ asio::awaitable<int> hold_on_zk(zk::client& client, lock_settings s, asio::stead
   if (s.permits) {  // a lease has no fencing token: DLOCK_FENCING_TOKEN is not set
     zk::semaphore_options options;
     options.retry.max_attempts = waiting_retries;
+    options.observer = s.stats;
     zk::semaphore lease(client, s.hold.name, *s.permits, options);
     co_return co_await hold_while_running(lease, s.hold, deadline, stop);
   }
   if (s.shared) {
-    zk::shared_mutex lock(client, s.hold.name, zk_lock_options());
+    zk::shared_mutex lock(client, s.hold.name, zk_lock_options(s));
     co_return co_await hold_while_running(lock.reader(), s.hold, deadline, stop);
   }
-  zk::mutex lock(client, s.hold.name, zk_lock_options());
+  zk::mutex lock(client, s.hold.name, zk_lock_options(s));
   co_return co_await hold_while_running(lock, s.hold, deadline, stop);
 }
 
@@ -143,12 +151,12 @@ asio::awaitable<int> hold_on_redis(std::vector<std::shared_ptr<redis::connection
                                    asio::steady_timer& deadline, asio::signal_set& stop) {
   if (s.permits) {  // a lease has no fencing token: DLOCK_FENCING_TOKEN is not set
     redis::semaphore lease(*connections.front(), s.hold.name, *s.permits,
-                           {.ttl = s.ttl, .wait = practically_forever, .auto_extend = true});
+                           {.ttl = s.ttl, .wait = practically_forever, .auto_extend = true, .observer = s.stats});
     co_return co_await hold_while_running(lease, s.hold, deadline, stop);
   }
   if (connections.size() == 1) {
     redis::lock lock(*connections.front(), s.hold.name,
-                     {.ttl = s.ttl, .wait = practically_forever, .auto_extend = true, .fencing = true});
+                     {.ttl = s.ttl, .wait = practically_forever, .auto_extend = true, .fencing = true, .observer = s.stats});
     co_return co_await hold_while_running(lock, s.hold, deadline, stop);
   }
   auto executor = co_await asio::this_coro::executor;
@@ -157,7 +165,8 @@ asio::awaitable<int> hold_on_redis(std::vector<std::shared_ptr<redis::connection
                        .retry_count = -1,
                        .wait_limit = practically_forever,
                        .auto_extend = true,
-                       .fencing = true});
+                       .fencing = true,
+                       .observer = s.stats});
   co_return co_await hold_while_running(lock, s.hold, deadline, stop);
 }
 
@@ -189,8 +198,12 @@ int lock_command(const std::vector<std::string>& args) {
   auto& parsed = *parsed_or_help;
   auto settings = settings_from(parsed);
   route_library_log(parsed.values.count("verbose") > 0);
-  if (settings.zk) return run_to_exit_status(&lock_on_zk, std::move(settings));
-  return run_to_exit_status(&lock_on_redis, std::move(settings));
+  auto stats = settings.stats;
+  auto run = settings.zk ? &lock_on_zk : &lock_on_redis;
+  int status = run_to_exit_status(run, std::move(settings));
+  // CMD owns stdout: the figures go to stderr, after everything it printed.
+  if (stats) std::fprintf(stderr, "%s\n", stats->json().c_str());
+  return status;
 }
 
 }  // namespace dlock::cli
