@@ -2,11 +2,14 @@
 // one-JSON-line-per-result output that benchmarks/run and RESULTS.md read.
 #pragma once
 
+#include <dlock/observer.hpp>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <sys/resource.h>
@@ -98,6 +101,32 @@ inline bool wanted(const std::string& bench, const std::string& impl) {
   auto only_impl = env_or("DLOCK_BENCH_IMPL", "");
   auto only_bench = env_or("DLOCK_BENCH_ONLY", "");
   return (only_impl.empty() || only_impl == impl) && (only_bench.empty() || only_bench == bench);
+}
+
+/// The dlock side of each scenario runs twice: as "dlock", and as
+/// "dlock_observed" with an observer installed that does nothing (the cost of
+/// the hooks themselves). DLOCK_BENCH_OBSERVED=0 runs the first only.
+struct noop_observer final : dlock::observer {};
+
+inline std::string& current_dlock_impl() {
+  static std::string impl = "dlock";
+  return impl;
+}
+/// The dlock side running now: "dlock" or "dlock_observed".
+inline const std::string& dlock_impl() { return current_dlock_impl(); }
+/// What that side installs in its client's or connection's options.
+inline std::shared_ptr<dlock::observer> dlock_observer() {
+  return dlock_impl() == "dlock_observed" ? std::make_shared<noop_observer>() : nullptr;
+}
+/// Runs `side()` once as each dlock side, in turn.
+template <class Side>
+void each_dlock_impl(Side side) {
+  for (const char* impl : {"dlock", "dlock_observed"}) {
+    if (std::string(impl) == "dlock_observed" && env_or("DLOCK_BENCH_OBSERVED", "1") == "0") continue;
+    current_dlock_impl() = impl;
+    side();
+  }
+  current_dlock_impl() = "dlock";
 }
 
 /// `n` times DLOCK_BENCH_SCALE (default 1): longer runs for a profiler, where

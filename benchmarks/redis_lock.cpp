@@ -210,6 +210,7 @@ asio::awaitable<void> dlock_run(target t, int clients, int rounds, std::string n
   redis::options o;
   o.host = t.host;
   o.port = static_cast<std::uint16_t>(std::stoi(t.port));
+  o.observer = dlock::bench::dlock_observer();
   redis::connection c(ex, o);
   co_await c.connect();
   bool semaphore = is_semaphore(name);
@@ -239,12 +240,12 @@ asio::awaitable<void> dlock_run(target t, int clients, int rounds, std::string n
   if (shared->failures) throw std::runtime_error("dlock: " + std::to_string(shared->failures) + " failed operations");
   std::string extra = "\"writes_per_command\":" +
                       std::to_string(double(after.writes - before.writes) / double(after.commands - before.commands));
-  shared->rec.print(name, "dlock", std::uint64_t(clients) * std::uint64_t(rounds), extra);
+  shared->rec.print(name, dlock::bench::dlock_impl(), std::uint64_t(clients) * std::uint64_t(rounds), extra);
 }
 
 void run_one(asio::awaitable<void> (*scenario)(target, int, int, std::string), target t, int clients, int rounds,
              const std::string& name) {
-  if (!dlock::bench::wanted(name, scenario == &raw_run ? "raw" : "dlock")) return;
+  if (!dlock::bench::wanted(name, scenario == &raw_run ? "raw" : dlock::bench::dlock_impl())) return;
   asio::io_context io(1);
   std::exception_ptr failure;
   asio::co_spawn(io, scenario(t, clients, rounds, name), [&](std::exception_ptr e) { failure = e; });
@@ -260,24 +261,35 @@ int main() {
   auto t = first_master();
   for (int round = 0; round < 3; ++round) {
     run_one(&raw_run, t, 1, dlock::bench::scaled(single_ops), "redis_single");
-    run_one(&dlock_run, t, 1, dlock::bench::scaled(single_ops), "redis_single");
+    dlock::bench::each_dlock_impl([&] { run_one(&dlock_run, t, 1, dlock::bench::scaled(single_ops), "redis_single"); });
   }
   for (int round = 0; round < 3; ++round) {
     run_one(&raw_run, t, concurrent_clients, dlock::bench::scaled(concurrent_ops_each), "redis_concurrent");
-    run_one(&dlock_run, t, concurrent_clients, dlock::bench::scaled(concurrent_ops_each), "redis_concurrent");
+    dlock::bench::each_dlock_impl([&] {
+      run_one(&dlock_run, t, concurrent_clients, dlock::bench::scaled(concurrent_ops_each), "redis_concurrent");
+    });
   }
   for (int round = 0; round < 3; ++round) {
     run_one(&raw_run, t, 1, dlock::bench::scaled(single_ops), "redis_semaphore_single");
-    run_one(&dlock_run, t, 1, dlock::bench::scaled(single_ops), "redis_semaphore_single");
+    dlock::bench::each_dlock_impl([&] {
+      run_one(&dlock_run, t, 1, dlock::bench::scaled(single_ops), "redis_semaphore_single");
+    });
   }
   for (int round = 0; round < 3; ++round) {
     run_one(&raw_run, t, concurrent_clients, dlock::bench::scaled(concurrent_ops_each), "redis_semaphore_concurrent");
-    run_one(&dlock_run, t, concurrent_clients, dlock::bench::scaled(concurrent_ops_each), "redis_semaphore_concurrent");
+    dlock::bench::each_dlock_impl([&] {
+      run_one(&dlock_run, t, concurrent_clients, dlock::bench::scaled(concurrent_ops_each),
+              "redis_semaphore_concurrent");
+    });
   }
   // Fencing's cost: the same single-client loop with and without it, alternating.
   for (int round = 0; round < 3; ++round) {
-    run_one(&dlock_run, t, 1, dlock::bench::scaled(single_ops), "redis_single_unfenced");
-    run_one(&dlock_run, t, 1, dlock::bench::scaled(single_ops), "redis_single_fenced");
+    dlock::bench::each_dlock_impl([&] {
+      run_one(&dlock_run, t, 1, dlock::bench::scaled(single_ops), "redis_single_unfenced");
+    });
+    dlock::bench::each_dlock_impl([&] {
+      run_one(&dlock_run, t, 1, dlock::bench::scaled(single_ops), "redis_single_fenced");
+    });
   }
   return 0;
 }

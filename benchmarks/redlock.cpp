@@ -260,6 +260,7 @@ asio::awaitable<std::vector<std::shared_ptr<redis::connection>>> connect_all(
     redis::options o;
     o.host = "127.0.0.1";
     o.port = port;
+    o.observer = dlock::bench::dlock_observer();
     auto c = std::make_shared<redis::connection>(ex, o);
     auto op = c->connect(tuple_token);
     auto [ec] = co_await std::move(op);
@@ -355,7 +356,7 @@ asio::awaitable<void> dlock_scenario(asio::any_io_executor ex, std::vector<std::
 
 void run_dlock(const std::string& bench, const std::vector<std::uint16_t>& ports, int clients, int ops_each,
                bool sequential = false) {
-  if (!dlock::bench::wanted(bench, "dlock")) return;
+  if (!dlock::bench::wanted(bench, dlock::bench::dlock_impl())) return;
   asio::io_context io;
   dlock_run run;
   asio::co_spawn(io, dlock_scenario(io.get_executor(), ports, bench, clients, ops_each, sequential, &run),
@@ -364,7 +365,7 @@ void run_dlock(const std::string& bench, const std::vector<std::uint16_t>& ports
                  });
   io.run();
   auto ops = static_cast<std::uint64_t>(clients) * static_cast<std::uint64_t>(ops_each);
-  run.rec.print(bench, "dlock", ops, "\"failures\":" + std::to_string(run.failures));
+  run.rec.print(bench, dlock::bench::dlock_impl(), ops, "\"failures\":" + std::to_string(run.failures));
 }
 
 std::vector<std::uint16_t> first(const std::vector<std::uint16_t>& ports, std::size_t n) {
@@ -382,25 +383,37 @@ int main() {
       auto bench = "redlock_" + std::to_string(n);
       for (int round = 0; round < 3; ++round) {  // alternating, so a burst of load hits both
         run_raw(bench, first(ports, n), 1, dlock::bench::scaled(sequential_ops));
-        run_dlock(bench, first(ports, n), 1, dlock::bench::scaled(sequential_ops));
+        dlock::bench::each_dlock_impl([&] {
+          run_dlock(bench, first(ports, n), 1, dlock::bench::scaled(sequential_ops));
+        });
       }
     }
-    run_dlock("redlock_5_sequential", five, 1, dlock::bench::scaled(sequential_ops), true);
+    dlock::bench::each_dlock_impl([&] {
+      run_dlock("redlock_5_sequential", five, 1, dlock::bench::scaled(sequential_ops), true);
+    });
     for (int round = 0; round < 3; ++round) {  // alternating, so a burst of load hits both
       run_raw("redlock_5_concurrent", five, concurrent_clients, dlock::bench::scaled(concurrent_ops_each));
-      run_dlock("redlock_5_concurrent", five, concurrent_clients, dlock::bench::scaled(concurrent_ops_each));
+      dlock::bench::each_dlock_impl([&] {
+        run_dlock("redlock_5_concurrent", five, concurrent_clients, dlock::bench::scaled(concurrent_ops_each));
+      });
     }
     // Fencing's cost: the same loop with and without it, alternating.
     for (int round = 0; round < 3; ++round) {
-      run_dlock("redlock_5_unfenced", five, 1, dlock::bench::scaled(sequential_ops));
-      run_dlock("redlock_5_fenced", five, 1, dlock::bench::scaled(sequential_ops));
+      dlock::bench::each_dlock_impl([&] {
+        run_dlock("redlock_5_unfenced", five, 1, dlock::bench::scaled(sequential_ops));
+      });
+      dlock::bench::each_dlock_impl([&] {
+        run_dlock("redlock_5_fenced", five, 1, dlock::bench::scaled(sequential_ops));
+      });
     }
     // Pauses two masters: only when the scenario is wanted (a narrowed run,
     // such as benchmarks/run --peers, must not stop servers for nothing).
     if (dlock::bench::wanted("redlock_5_two_down", "raw") || dlock::bench::wanted("redlock_5_two_down", "dlock")) {
       stopped_masters stopped({"redis4", "redis5"});
       run_raw("redlock_5_two_down", five, 1, dlock::bench::scaled(sequential_ops));
-      run_dlock("redlock_5_two_down", five, 1, dlock::bench::scaled(sequential_ops));
+      dlock::bench::each_dlock_impl([&] {
+        run_dlock("redlock_5_two_down", five, 1, dlock::bench::scaled(sequential_ops));
+      });
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "redlock bench: %s\n", e.what());

@@ -10,7 +10,9 @@ Each scenario (`bench`) printed by both implementations gets one row per side
 and the ratios dlock/raw for ops/s (higher is better), p50 latency and CPU per
 operation (lower is better). A side measured several times in one run (some
 programs alternate raw and dlock) is summarized by the median of each figure.
-Results without a raw counterpart are listed as they are.
+Results without a raw counterpart are listed as they are. A scenario whose
+dlock side also ran with a no-op observer (impl `dlock_observed`) gets a
+table of that side against the plain one: the hooks' own cost.
 
 With --peers (benchmarks/peers/run's lines): one row per scenario and side
 (dlock and each peer library) with the median of every run and its spread
@@ -96,6 +98,18 @@ def single_table(results):
     return rows
 
 
+def observer_table(observed):
+    """The hooks' cost: dlock with a no-op observer against dlock without one."""
+    rows = ["| bench | ops/s observed/plain | CPU/op observed/plain | runs | target (ops/s >= 0.97) |",
+            "|---|---:|---:|---:|---|"]
+    for bench, plain, seen in observed:
+        ops = ratio(seen, plain, "ops_per_s")
+        verdict = "-" if ops is None else ("met" if ops >= 0.97 else "NOT MET")
+        rows.append(f"| `{bench}` | {number(ops, 3)} | {number(ratio(seen, plain, 'cpu_us_per_op'), 3)} | "
+                    f"{seen['runs']} | {verdict} |")
+    return rows
+
+
 def render_markdown(grouped):
     """The Markdown text, and [(bench, ops/s ratio)] for the chart."""
     out = ["# Benchmark results (latest run of benchmarks/run)", "",
@@ -108,9 +122,11 @@ def render_markdown(grouped):
         programs.setdefault(program, []).append((bench, sides))
     for program, benches in programs.items():
         out += [f"## {program}", ""]
-        pairs, singles = [], []
+        pairs, singles, observed = [], [], []
         for bench, sides in benches:
             summary = {impl: median_of(results) for impl, results in sides.items()}
+            if "dlock" in summary and "dlock_observed" in summary:
+                observed.append((bench, summary["dlock"], summary.pop("dlock_observed")))
             if "raw" in summary and "dlock" in summary:
                 pairs.append((bench, summary["raw"], summary["dlock"]))
                 chart.append((bench, ratio(summary["dlock"], summary["raw"], "ops_per_s")))
@@ -120,6 +136,9 @@ def render_markdown(grouped):
             out += comparison_table(pairs) + [""]
         if singles:
             out += ["Without a raw counterpart:", ""] + single_table(singles) + [""]
+        if observed:
+            out += ["With a no-op observer installed (`dlock_observed`) against none (`dlock`):", ""]
+            out += observer_table(observed) + [""]
     return "\n".join(out), [(b, r) for b, r in chart if r is not None]
 
 

@@ -52,7 +52,7 @@ asio::awaitable<void> run(zk::client& client, const char* bench, int parallel) {
   for (int i = 0; i < parallel; ++i) asio::co_spawn(client.get_executor(), chain(s), asio::detached);
   co_await all_done.async_wait(asio::as_tuple(asio::deferred));
   rec.stop();
-  rec.print(bench, "dlock", static_cast<std::uint64_t>(dlock::bench::raw::rounds) * 3,
+  rec.print(bench, dlock::bench::dlock_impl(), static_cast<std::uint64_t>(dlock::bench::raw::rounds) * 3,
             "\"rounds\":" + std::to_string(dlock::bench::raw::rounds));
   co_await client.remove(s.parent);
   co_await client.close();
@@ -62,6 +62,7 @@ void run_dlock(const std::string& hosts, const char* bench, int parallel) {
   asio::io_context io(1);
   zk::options options;
   options.hosts = hosts;
+  options.observer = dlock::bench::dlock_observer();
   zk::client client(io.get_executor(), options);
   asio::co_spawn(client.get_executor(), run(client, bench, parallel), [](std::exception_ptr e) {
     if (e) std::rethrow_exception(e);
@@ -74,8 +75,8 @@ void run_dlock(const std::string& hosts, const char* bench, int parallel) {
 int main() {
   auto hosts = dlock::bench::env_or("DLOCK_ZK_HOSTS", "127.0.0.1:2181");
   dlock::bench::raw::run(hosts, "zk_ops_sequential", 1);
-  run_dlock(hosts, "zk_ops_sequential", 1);
+  dlock::bench::each_dlock_impl([&] { run_dlock(hosts, "zk_ops_sequential", 1); });
   dlock::bench::raw::run(hosts, "zk_ops_pipelined", dlock::bench::raw::in_flight);
-  run_dlock(hosts, "zk_ops_pipelined", dlock::bench::raw::in_flight);
+  dlock::bench::each_dlock_impl([&] { run_dlock(hosts, "zk_ops_pipelined", dlock::bench::raw::in_flight); });
   return 0;
 }

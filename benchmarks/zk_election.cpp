@@ -154,6 +154,7 @@ asio::awaitable<void> run_dlock(std::string hosts, bool by_session_loss) {
   auto ex = co_await asio::this_coro::executor;
   zk::options options;
   options.hosts = hosts;
+  options.observer = dlock::bench::dlock_observer();
   std::string path = "/dlock-bench-election-" + std::to_string(::getpid());
   zk::client follower_client(ex, options);
   co_await follower_client.connect();
@@ -187,18 +188,20 @@ asio::awaitable<void> run_dlock(std::string hosts, bool by_session_loss) {
     co_await follower.resign();
   }
   rec.stop();
-  rec.print(bench, "dlock", failovers);
+  rec.print(bench, dlock::bench::dlock_impl(), failovers);
   co_await follower_client.remove(path);
   co_await follower_client.close();
 }
 
 void run_both(const std::string& hosts, bool by_session_loss) {
   run_raw(hosts, by_session_loss);
-  asio::io_context io;
-  asio::co_spawn(io, run_dlock(hosts, by_session_loss), [](std::exception_ptr e) {
-    if (e) std::rethrow_exception(e);
+  dlock::bench::each_dlock_impl([&] {
+    asio::io_context io;
+    asio::co_spawn(io, run_dlock(hosts, by_session_loss), [](std::exception_ptr e) {
+      if (e) std::rethrow_exception(e);
+    });
+    io.run();
   });
-  io.run();
 }
 
 }  // namespace

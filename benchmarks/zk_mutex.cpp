@@ -335,6 +335,7 @@ asio::awaitable<std::vector<dlock::zk::client>> connect_clients(std::string host
   auto ex = co_await asio::this_coro::executor;
   dlock::zk::options opts;
   opts.hosts = hosts;
+  opts.observer = dlock::bench::dlock_observer();
   std::vector<dlock::zk::client> clients;
   clients.reserve(sessions);
   for (int i = 0; i < sessions; ++i) clients.emplace_back(ex, opts);
@@ -364,13 +365,13 @@ asio::awaitable<void> dlock_main(std::string bench, std::string hosts, int paths
   auto [ec] = co_await finished.async_wait(asio::as_tuple(asio::deferred));
   (void)ec;
   rec.stop();
-  rec.print(bench, "dlock", static_cast<std::uint64_t>(paths) * per_path * rounds);
+  rec.print(bench, dlock::bench::dlock_impl(), static_cast<std::uint64_t>(paths) * per_path * rounds);
   for (auto& zk : clients) co_await zk.close();
 }
 
 void dlock_scenario(const std::string& bench, const std::string& hosts, int paths, int per_path, int rounds,
                     int sessions = 1) {
-  if (!dlock::bench::wanted(bench, "dlock")) return;
+  if (!dlock::bench::wanted(bench, dlock::bench::dlock_impl())) return;
   asio::io_context io(1);
   asio::co_spawn(io, dlock_main(bench, hosts, paths, per_path, rounds, sessions), asio::detached);
   io.run();
@@ -392,12 +393,12 @@ asio::awaitable<void> dlock_semaphore_main(std::string bench, std::string hosts,
     co_await pool.release();
   }
   rec.stop();
-  rec.print(bench, "dlock", static_cast<std::uint64_t>(rounds));
+  rec.print(bench, dlock::bench::dlock_impl(), static_cast<std::uint64_t>(rounds));
   co_await zk.close();
 }
 
 void dlock_semaphore_scenario(const std::string& bench, const std::string& hosts, int rounds) {
-  if (!dlock::bench::wanted(bench, "dlock")) return;
+  if (!dlock::bench::wanted(bench, dlock::bench::dlock_impl())) return;
   asio::io_context io(1);
   asio::co_spawn(io, dlock_semaphore_main(bench, hosts, rounds), asio::detached);
   io.run();
@@ -477,32 +478,34 @@ int main(int argc, char** argv) {
   std::string only = argc > 1 ? argv[1] : "";
   if (only.empty() || only == "zk_uncontended") {
     raw_scenario("zk_uncontended", standalone_hosts, 1, 1, 2000);
-    dlock_scenario("zk_uncontended", standalone_hosts, 1, 1, 2000);
+    dlock::bench::each_dlock_impl([&] { dlock_scenario("zk_uncontended", standalone_hosts, 1, 1, 2000); });
   }
   if (only.empty() || only == "zk_contended") {
     raw_scenario("zk_contended", standalone_hosts, 1, 16, 200);
-    dlock_scenario("zk_contended", standalone_hosts, 1, 16, 200);
+    dlock::bench::each_dlock_impl([&] { dlock_scenario("zk_contended", standalone_hosts, 1, 16, 200); });
   }
   if (only.empty() || only == "zk_contended_sessions") {
     raw_scenario("zk_contended_sessions", standalone_hosts, 1, 16, 200, 16);
-    dlock_scenario("zk_contended_sessions", standalone_hosts, 1, 16, 200, 16);
+    dlock::bench::each_dlock_impl([&] { dlock_scenario("zk_contended_sessions", standalone_hosts, 1, 16, 200, 16); });
   }
   if (only.empty() || only == "zk_many_locks") {
     raw_scenario("zk_many_locks", standalone_hosts, 64, 1, 200);
-    dlock_scenario("zk_many_locks", standalone_hosts, 64, 1, 200);
+    dlock::bench::each_dlock_impl([&] { dlock_scenario("zk_many_locks", standalone_hosts, 64, 1, 200); });
   }
   if (only.empty() || only == "zk_ensemble_uncontended") {
     if (ensemble_hosts.empty()) {
       std::fprintf(stderr, "zk_mutex: DLOCK_ZK_ENSEMBLE unset, zk_ensemble_uncontended skipped\n");
     } else {
       raw_scenario("zk_ensemble_uncontended", ensemble_hosts, 1, 1, 2000);
-      dlock_scenario("zk_ensemble_uncontended", ensemble_hosts, 1, 1, 2000);
+      dlock::bench::each_dlock_impl([&] { dlock_scenario("zk_ensemble_uncontended", ensemble_hosts, 1, 1, 2000); });
     }
   }
   if (only.empty() || only == "zk_semaphore_uncontended") {
     for (int round = 0; round < 3; ++round) {  // alternating: a burst of load hits both
       raw_semaphore_scenario("zk_semaphore_uncontended", standalone_hosts, 2000);
-      dlock_semaphore_scenario("zk_semaphore_uncontended", standalone_hosts, 2000);
+      dlock::bench::each_dlock_impl([&] {
+        dlock_semaphore_scenario("zk_semaphore_uncontended", standalone_hosts, 2000);
+      });
     }
   }
   if (only.empty() || only == "zk_waiting_memory") dlock_memory(argc > 2 ? std::atoi(argv[2]) : 10000);

@@ -128,6 +128,7 @@ void run_raw(const std::string& hosts) {
 asio::awaitable<void> run_dlock(std::string hosts) {
   zk::options options;
   options.hosts = hosts;
+  options.observer = dlock::bench::dlock_observer();
   zk::client c(co_await asio::this_coro::executor, options);
   co_await c.connect();
   std::string path = "/dlock-bench-queue-" + std::to_string(::getpid());
@@ -141,7 +142,7 @@ asio::awaitable<void> run_dlock(std::string hosts) {
     rec.add_latency(clock::now() - began);
   }
   rec.stop();
-  rec.print("zk_queue_offer", "dlock", items);
+  rec.print("zk_queue_offer", dlock::bench::dlock_impl(), items);
   rec.start();
   for (int i = 0; i < items; ++i) {
     auto began = clock::now();
@@ -149,7 +150,7 @@ asio::awaitable<void> run_dlock(std::string hosts) {
     rec.add_latency(clock::now() - began);
   }
   rec.stop();
-  rec.print("zk_queue_take", "dlock", items);
+  rec.print("zk_queue_take", dlock::bench::dlock_impl(), items);
   co_await c.remove(path);
   co_await c.close();
 }
@@ -158,11 +159,13 @@ asio::awaitable<void> run_dlock(std::string hosts) {
 
 void run_both(const std::string& hosts) {
   run_raw(hosts);
-  asio::io_context io;
-  asio::co_spawn(io, run_dlock(hosts), [](std::exception_ptr e) {
-    if (e) std::rethrow_exception(e);
+  dlock::bench::each_dlock_impl([&] {
+    asio::io_context io;
+    asio::co_spawn(io, run_dlock(hosts), [](std::exception_ptr e) {
+      if (e) std::rethrow_exception(e);
+    });
+    io.run();
   });
-  io.run();
 }
 
 int main() {
