@@ -49,20 +49,20 @@ std::string_view to_string(lock_kind kind) noexcept;
 
 /// The lock an event is about: its path (ZooKeeper) or key (Redis).
 struct lock_id {
-  std::string_view name;
-  lock_kind kind;
+  std::string_view name;  ///< the path or key
+  lock_kind kind;         ///< the recipe
 };
 
 /// An acquire (or try_acquire) began.
 struct acquire_started {
-  lock_id lock;
-  bool waits;  ///< false for try_acquire
+  lock_id lock;  ///< which lock
+  bool waits;    ///< false for try_acquire
 };
 
 /// An acquire ended: held (`outcome` empty), refused, taken, timed out, cancelled...
 struct acquire_finished {
-  lock_id lock;
-  error_code outcome;
+  lock_id lock;                     ///< which lock
+  error_code outcome;               ///< empty: held
   std::chrono::nanoseconds waited;  ///< from the call to the completion
   std::uint32_t attempts;           ///< tries at the server (SET NX rounds, node creations)
   std::int64_t fencing_token;       ///< when held and the lock has one, else 0
@@ -76,15 +76,15 @@ enum class hold_end : std::uint8_t {
 
 /// A hold ended: exactly one per successful acquire.
 struct hold_ended {
-  lock_id lock;
-  hold_end how;
+  lock_id lock;                       ///< which lock
+  hold_end how;                       ///< released or lost
   error_code reason;                  ///< why it was lost; empty when released
   std::chrono::nanoseconds held_for;  ///< from the acquire's success
 };
 
 /// An extension of a Redis hold (by `extend()` or auto-extension) was answered.
 struct extended {
-  lock_id lock;
+  lock_id lock;                                ///< which lock
   error_code outcome;                          ///< empty: the validity was renewed
   std::chrono::milliseconds validity_before;  ///< left when the answer came, before renewing
   std::chrono::milliseconds validity_after;   ///< left after renewing (= before on failure)
@@ -101,7 +101,7 @@ enum class master_answer : std::uint8_t {
 /// A master's part in a Redlock round.
 struct master_vote {
   std::string_view master;            ///< "host:port"
-  master_answer answer;
+  master_answer answer;               ///< what it said
   error_code error;                   ///< for `failed` and `timed_out`
   std::chrono::nanoseconds latency;   ///< from the round's start to the answer (or the timeout)
 };
@@ -111,8 +111,8 @@ enum class round_kind : std::uint8_t { acquire, extend };
 
 /// A Redlock round settled: every master answered or timed out.
 struct redlock_round {
-  lock_id lock;
-  round_kind kind;
+  lock_id lock;                            ///< which lock
+  round_kind kind;                         ///< acquire or extend
   error_code decision;                     ///< empty: a majority said yes in time
   std::chrono::nanoseconds decided_after;  ///< from the round's start to the decision
   std::span<const master_vote> masters;    ///< in the order of the redlock's masters
@@ -121,34 +121,34 @@ struct redlock_round {
 /// A ZooKeeper client's session changed state.
 struct zk_session_changed {
   std::string_view hosts;  ///< the client's connect string
-  zk::session_state state;
+  zk::session_state state;  ///< the new state
 };
 
 /// A Redis connection changed state.
 struct redis_connection_changed {
   std::string_view server;  ///< "host:port"
-  redis::connection_state state;
+  redis::connection_state state;  ///< the new state
   error_code reason;        ///< why it dropped, when it did
   std::uint64_t reconnects;  ///< connections made after the first
 };
 
 /// A queue offer was answered.
 struct queue_offered {
-  std::string_view path;
-  error_code outcome;
-  std::chrono::nanoseconds took;
+  std::string_view path;          ///< the queue's
+  error_code outcome;             ///< empty: the item is in the queue
+  std::chrono::nanoseconds took;  ///< from the call to the answer
 };
 
 /// A queue take (or poll) was answered.
 struct queue_taken {
-  std::string_view path;
+  std::string_view path;            ///< the queue's
   error_code outcome;               ///< empty: an item was taken
   std::chrono::nanoseconds waited;  ///< from the call to the answer
 };
 
 /// The event loop ran a timer late by `lag` (a stall_monitor saw it).
 struct stall_detected {
-  std::chrono::nanoseconds lag;
+  std::chrono::nanoseconds lag;  ///< how late the timer ran
 };
 
 /// Receives dlock's events. Every member does nothing by default: override
@@ -157,16 +157,16 @@ class observer {
  public:
   virtual ~observer() = default;
 
-  virtual void on_acquire_started(const acquire_started&) noexcept {}
-  virtual void on_acquire_finished(const acquire_finished&) noexcept {}
-  virtual void on_hold_ended(const hold_ended&) noexcept {}
-  virtual void on_extended(const extended&) noexcept {}
-  virtual void on_redlock_round(const redlock_round&) noexcept {}
-  virtual void on_zk_session(const zk_session_changed&) noexcept {}
-  virtual void on_redis_connection(const redis_connection_changed&) noexcept {}
-  virtual void on_queue_offered(const queue_offered&) noexcept {}
-  virtual void on_queue_taken(const queue_taken&) noexcept {}
-  virtual void on_stall(const stall_detected&) noexcept {}
+  virtual void on_acquire_started(const acquire_started&) noexcept {}    ///< an acquire began
+  virtual void on_acquire_finished(const acquire_finished&) noexcept {}  ///< an acquire completed
+  virtual void on_hold_ended(const hold_ended&) noexcept {}              ///< a hold ended
+  virtual void on_extended(const extended&) noexcept {}                  ///< an extension was answered
+  virtual void on_redlock_round(const redlock_round&) noexcept {}        ///< a Redlock round settled
+  virtual void on_zk_session(const zk_session_changed&) noexcept {}      ///< a session changed state
+  virtual void on_redis_connection(const redis_connection_changed&) noexcept {}  ///< a connection changed state
+  virtual void on_queue_offered(const queue_offered&) noexcept {}        ///< an offer was answered
+  virtual void on_queue_taken(const queue_taken&) noexcept {}            ///< a take or poll was answered
+  virtual void on_stall(const stall_detected&) noexcept {}               ///< a stall_monitor saw a stall
 };
 
 }  // namespace dlock

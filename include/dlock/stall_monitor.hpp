@@ -46,6 +46,8 @@ namespace detail {
 class stall_monitor_impl;
 }
 
+/// Measures how late the event loop runs a periodic timer, and tells the
+/// locks that use it (through their client's or connection's options).
 class stall_monitor {
  public:
   /// Starts looking at once, on `executor`.

@@ -46,6 +46,7 @@ struct options {
   /// Resume an existing session (both set) instead of creating one.
   std::int64_t session_id = 0;
   std::string session_password;  ///< see `session_id`
+
   /// Told of the session's state changes and, unless a recipe has its own, of
   /// the events of every lock and queue on this client (dlock/observer.hpp).
   std::shared_ptr<dlock::observer> observer{};

@@ -26,6 +26,7 @@ struct semaphore_options {
   std::string identifier;
   loss_policy policy = loss_policy::standard;  ///< when held leases count as lost
   retry_policy retry;                          ///< retries of a connection loss while acquiring
+
   /// Told of this semaphore's events (dlock/observer.hpp); none: the client's.
   std::shared_ptr<dlock::observer> observer{};
   /// As zk::lock_options::stall_fraction: with the client's stall monitor,
