@@ -3,6 +3,7 @@
 #include "integration/redlock_support.hpp"
 
 #include <dlock/error.hpp>
+#include <dlock/observer.hpp>
 #include <dlock/redis/redlock.hpp>
 
 #include <boost/asio/bind_cancellation_slot.hpp>
@@ -12,7 +13,9 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include <chrono>
+#include <memory>
 #include <string>
+#include <vector>
 
 using namespace redlock_test;
 
@@ -288,9 +291,52 @@ asio::awaitable<void> tokens_across_restarts(asio::any_io_executor ex) {
   for (auto& fleet : fleets) close_all(fleet);
 }
 
+// What an observer hears of one round.
+struct round_recorder final : dlock::observer {
+  std::vector<std::vector<dlock::master_answer>> rounds;
+  error_code decision;
+  void on_redlock_round(const dlock::redlock_round& e) noexcept override {
+    std::vector<dlock::master_answer> answers;
+    for (const auto& vote : e.masters) answers.push_back(vote.answer);
+    rounds.push_back(std::move(answers));
+    decision = e.decision;
+  }
+};
+
+// A stopped master (SIGSTOP) in an observed round: it timed out, the others said yes.
+asio::awaitable<void> stopped_master_observed(asio::any_io_executor ex) {
+  auto masters = co_await connect_masters(ex);
+  auto seen = std::make_shared<round_recorder>();
+  auto options = fault_options();
+  options.observer = seen;
+  auto key = dlock::test::unique_name("redlock-observed-stop");
+  redis::redlock lock(ex, masters, key, options);
+  {
+    paused stopped({4});
+    auto [ec] = co_await lock.acquire(tuple_token);
+    BOOST_REQUIRE_MESSAGE(!ec, ec.message() + " " + lock.last_outcomes());
+    // Told once the round settled: at the stopped master's timeout.
+    for (int i = 0; i < 500 && seen->rounds.empty(); ++i) co_await sleep_for(10ms);
+    BOOST_REQUIRE_EQUAL(seen->rounds.size(), 1u);
+    using answer = dlock::master_answer;
+    BOOST_TEST((seen->rounds[0] ==
+                std::vector<answer>{answer::yes, answer::yes, answer::yes, answer::yes, answer::timed_out}));
+    BOOST_TEST(!seen->decision);
+    auto [released] = co_await lock.release(tuple_token);
+    BOOST_TEST(!released);
+  }
+  for (std::size_t i = 0; i < 5; ++i) {
+    bool gone = co_await key_gone_eventually(i, key);
+    BOOST_CHECK_MESSAGE(gone, "key left on master " << i << " after resume");
+  }
+  close_all(masters);
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(redlock_fault)
+
+BOOST_AUTO_TEST_CASE(a_stopped_master_times_out_in_the_observed_round) { run(stopped_master_observed); }
 
 BOOST_AUTO_TEST_CASE(two_of_five_stopped_still_locks) { run(two_stopped); }
 BOOST_AUTO_TEST_CASE(fencing_tokens_grow_with_two_masters_down_and_back_empty) { run(tokens_across_restarts); }

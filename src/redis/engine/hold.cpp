@@ -84,8 +84,9 @@ std::chrono::milliseconds hold::validity() const noexcept {
 // The monitor calls on its executor; the hold is looked at on its own.
 void hold::subscribe_to_stalls() {
   if (!stall_) return;
+  auto executor = validity_timer_.get_executor();
   stall_watch_ = dlock::detail::stall_subscription(
-      stall_, [this, owner = owner_, id = id_, executor = validity_timer_.get_executor()](std::chrono::nanoseconds lag) {
+      stall_, [this, owner = owner_, id = id_, executor](std::chrono::nanoseconds lag) {
         asio::dispatch(executor, [this, owner, id, lag] {
           if (auto alive = owner.lock()) this->on_stall(id, lag);
         });

@@ -216,18 +216,20 @@ asio::awaitable<std::tuple<error_code, std::string>> offer_body(queue_state_ptr 
 }  // namespace
 
 void start_offer(const queue_state_ptr& q, std::string item, queue_handler<std::string> h) {
-  dlock::detail::spawn_to_handler(q->zk->get_executor(), maybe_reported(q, queue_event::offered, offer_body(q, std::move(item))),
-                                  std::move(h));
+  auto body = maybe_reported(q, queue_event::offered, offer_body(q, std::move(item)));
+  dlock::detail::spawn_to_handler(q->zk->get_executor(), std::move(body), std::move(h));
 }
 void start_poll(const queue_state_ptr& q, queue_handler<std::optional<std::string>> h) {
-  dlock::detail::spawn_to_handler(q->zk->get_executor(), maybe_reported(q, queue_event::taken, poll_body(q)), std::move(h));
+  auto body = maybe_reported(q, queue_event::taken, poll_body(q));
+  dlock::detail::spawn_to_handler(q->zk->get_executor(), std::move(body), std::move(h));
 }
 void start_remove(const queue_state_ptr& q, queue_handler<std::string> h) {
   dlock::detail::spawn_to_handler(q->zk->get_executor(), maybe_reported(q, queue_event::taken, required(poll_body(q))),
                                   std::move(h));
 }
 void start_take(const queue_state_ptr& q, queue_handler<std::string> h) {
-  dlock::detail::spawn_to_handler(q->zk->get_executor(), maybe_reported(q, queue_event::taken, take_body(q)), std::move(h));
+  auto body = maybe_reported(q, queue_event::taken, take_body(q));
+  dlock::detail::spawn_to_handler(q->zk->get_executor(), std::move(body), std::move(h));
 }
 void start_take_for(const queue_state_ptr& q, std::chrono::steady_clock::duration limit,
                     queue_handler<std::string> h) {
