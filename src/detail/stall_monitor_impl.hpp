@@ -2,10 +2,12 @@
 // meter (stall_meter.hpp), and the locks subscribed to its stalls.
 #pragma once
 
+#include <dlock/error.hpp>
 #include <dlock/stall_monitor.hpp>
 
 #include "detail/stall_meter.hpp"
 
+#include <boost/asio/dispatch.hpp>
 #include <boost/asio/steady_timer.hpp>
 
 #include <functional>
@@ -82,6 +84,24 @@ class stall_subscription {
 /// counts as a suspension, `fraction` of the session timeout or more.
 inline bool stall_suspends(std::chrono::nanoseconds lag, double fraction, std::chrono::milliseconds session_timeout) {
   return lag >= fraction * std::chrono::duration<double>(session_timeout);
+}
+
+/// A ZooKeeper hold (a lock's or a semaphore's core: its client `zk`, its
+/// `strand`, `options.stall_fraction`, `lose()`) watching the client's stall
+/// monitor: on the strand, a stall that suspends it while `holding(core)`
+/// loses it with `dlock::error::stalled`.
+template <class Core, class Holding>
+stall_subscription suspend_on_stalls(const std::shared_ptr<stall_monitor>& monitor,
+                                     const std::shared_ptr<Core>& core, Holding holding) {
+  std::weak_ptr<Core> weak = core;
+  return stall_subscription(monitor, [weak, holding, strand = core->strand](std::chrono::nanoseconds lag) {
+    asio::dispatch(strand, [weak, holding, lag] {
+      auto c = weak.lock();
+      if (!c || !holding(*c)) return;
+      if (stall_suspends(lag, c->options.stall_fraction, c->zk.negotiated_session_timeout()))
+        c->lose(make_error_code(dlock::error::stalled));
+    });
+  });
 }
 
 }  // namespace dlock::detail

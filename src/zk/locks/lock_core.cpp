@@ -187,15 +187,8 @@ void lock_core::released_while_held() {
 // it, so they last heard from us up to that long before the stall began).
 void lock_core::subscribe_to_stalls() {
   if (!stall || options.policy != loss_policy::standard) return;
-  std::weak_ptr<lock_core> weak = shared_from_this();
-  stall_watch = dlock::detail::stall_subscription(stall, [weak, strand = strand](std::chrono::nanoseconds lag) {
-    asio::dispatch(strand, [weak, lag] {
-      auto core = weak.lock();
-      if (!core || core->state != hold::held) return;
-      if (dlock::detail::stall_suspends(lag, core->options.stall_fraction, core->zk.negotiated_session_timeout()))
-        core->lose(make_error_code(dlock::error::stalled));
-    });
-  });
+  stall_watch = dlock::detail::suspend_on_stalls(stall, shared_from_this(),
+                                                 [](const lock_core& core) { return core.state == hold::held; });
 }
 
 step_result classify(const error_code& ec) noexcept {

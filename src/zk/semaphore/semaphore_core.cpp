@@ -192,15 +192,8 @@ void semaphore_core::lose(error_code reason) {
 // As a lock's (lock_core.cpp): a stall too long for the session loses the set.
 void semaphore_core::watch_stalls() {
   if (!stall || options.policy != loss_policy::standard) return;
-  std::weak_ptr<semaphore_core> weak = shared_from_this();
-  stall_watch = dlock::detail::stall_subscription(stall, [weak, strand = strand](std::chrono::nanoseconds lag) {
-    asio::dispatch(strand, [weak, lag] {
-      auto core = weak.lock();
-      if (!core || core->held.empty()) return;
-      if (dlock::detail::stall_suspends(lag, core->options.stall_fraction, core->zk.negotiated_session_timeout()))
-        core->lose(make_error_code(dlock::error::stalled));
-    });
-  });
+  stall_watch = dlock::detail::suspend_on_stalls(stall, shared_from_this(),
+                                                 [](const semaphore_core& core) { return !core.held.empty(); });
 }
 
 std::vector<lease_node> semaphore_core::take_last(std::size_t k) {
