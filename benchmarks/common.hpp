@@ -95,12 +95,13 @@ inline std::string env_or(const char* name, const char* fallback) {
 }
 
 /// Whether to run `impl`'s side of `bench`. For profiling one side alone:
-/// DLOCK_BENCH_IMPL=raw|dlock and DLOCK_BENCH_ONLY=<scenario> narrow the run;
-/// unset, everything runs.
+/// DLOCK_BENCH_IMPL=raw|dlock and DLOCK_BENCH_ONLY=<scenario>[,<scenario>...]
+/// narrow the run; unset, everything runs.
 inline bool wanted(const std::string& bench, const std::string& impl) {
   auto only_impl = env_or("DLOCK_BENCH_IMPL", "");
-  auto only_bench = env_or("DLOCK_BENCH_ONLY", "");
-  return (only_impl.empty() || only_impl == impl) && (only_bench.empty() || only_bench == bench);
+  auto only_bench = "," + env_or("DLOCK_BENCH_ONLY", "") + ",";
+  return (only_impl.empty() || only_impl == impl) &&
+         (only_bench == ",," || only_bench.find("," + bench + ",") != std::string::npos);
 }
 
 /// The dlock side of each scenario runs twice: as "dlock", and as

@@ -228,6 +228,7 @@ void connection_impl::hand_out(reply&& r) {
   switch (answer.what) {
     case multiplexer::answer::kind::unexpected: return lose(error::protocol_error);
     case multiplexer::answer::kind::resend: return schedule_write();
+    case multiplexer::answer::kind::more: return;
     case multiplexer::answer::kind::complete:
       complete(*answer.request, answer.ec, std::move(r), completion::dispatch);
       [[fallthrough]];

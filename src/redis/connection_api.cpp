@@ -44,6 +44,7 @@ void set_command(request& r, encoded_command cmd) {
   r.wire = std::move(cmd.wire);
   r.script = std::move(cmd.script);
   r.tail_offset = cmd.tail_offset;
+  r.replies = cmd.replies;
 }
 
 // A fan-out sends one encoded command to every master: copied into the
@@ -52,6 +53,7 @@ void copy_command(request& r, const encoded_command& cmd) {
   r.wire.assign(cmd.wire);
   r.script = cmd.script;
   r.tail_offset = cmd.tail_offset;
+  r.replies = cmd.replies;
 }
 
 }  // namespace
@@ -125,7 +127,7 @@ void connection::start_exec(std::string wire, std::shared_ptr<const script::data
     return dlock::detail::post_completion(impl_->executor(), std::move(handler),
                                           error_code(dlock::error::invalid_argument), reply());
   auto r = std::make_shared<detail::request>();
-  detail::set_command(*r, {std::move(wire), std::move(fallback), tail_offset});
+  detail::set_command(*r, {std::move(wire), std::move(fallback), tail_offset, 1});
   r->answer_to(std::move(handler), in_place);
   impl_->bind_cancellation(r);
   asio::dispatch(impl_->executor(), [impl = impl_, r = std::move(r)]() mutable { impl->enqueue(std::move(r)); });

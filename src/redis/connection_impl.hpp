@@ -36,6 +36,7 @@ struct encoded_command {
   std::string wire;  // EVALSHA form for a script
   std::shared_ptr<const redis::script::data> script;
   std::size_t tail_offset = 0;
+  std::uint32_t replies = 1;  // more for a MULTI ... EXEC block (see request)
 };
 encoded_command encode(command cmd);
 encoded_command encode_eval(const script& s, const command& tail);

@@ -16,7 +16,7 @@
 namespace dlock::redis::detail {
 
 struct hold_commands {
-  /// A lock on `key` (SET NX PX; with `fencing`, the fenced acquire script).
+  /// A lock on `key` (SET NX PX; with `fencing`, in a MULTI block with INCR).
   static hold_commands lock(std::string key, bool fencing);
   /// One lease of a semaphore of `max_leases` kept in the sorted set `key`.
   static hold_commands semaphore(std::string key, std::size_t max_leases);
@@ -35,10 +35,18 @@ struct hold_commands {
   /// What the attempt's answer means: empty when the hold is now ours (and,
   /// with fencing, `fencing_token` set), `taken`, or the error.
   error_code attempt_failure(error_code ec, const reply& answer, std::int64_t& fencing_token) const;
+  /// An attempt answered `ec` (not a reply) may still have taken the hold:
+  /// it must be deleted by its token.
+  bool attempt_may_have_landed(error_code ec) const;
   /// Ends `token`'s hold, nobody else's: 1 when it was still ours.
   encoded_command release(const std::string& token) const;
   /// Moves `token`'s expiry to `ttl` from now while it is still ours: 1 when so.
   encoded_command extend(const std::string& token, std::chrono::milliseconds ttl) const;
+
+ private:
+  encoded_command fenced_attempt(const command& set) const;
+
+  std::string fenced_block_end_;  // a fenced lock's "INCR counter; EXEC", encoded once
 };
 
 }  // namespace dlock::redis::detail

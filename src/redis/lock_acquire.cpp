@@ -74,7 +74,7 @@ void acquire_op::operator()(error_code ec, reply answer) {
   if (not_run(ec) && !s->destroyed && ++sends < max_cleanup_sends) return send_attempt(std::move(*this));
   std::int64_t fencing_token = 0;
   auto failure = s->commands.attempt_failure(ec, answer, fencing_token);
-  bool may_have_landed = !failure || (ec && set_outcome_unknown(ec));
+  bool may_have_landed = !failure || s->commands.attempt_may_have_landed(ec);
   if (s->destroyed) {  // the lock is gone: nobody would release what it took
     auto action = machine.cancel();
     action.delete_attempt = may_have_landed;

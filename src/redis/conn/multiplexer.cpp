@@ -43,6 +43,7 @@ void multiplexer::recycle(request_ptr r) {
   r->eval_wire.clear();
   r->script.reset();
   r->tail_offset = 0;
+  r->replies = 1;
   r->deadline = clock::time_point::max();
   r->internal = r->use_eval = r->owed = false;
   r->target.clear();
@@ -71,9 +72,10 @@ std::size_t multiplexer::prepare_write() {
   for (auto& r : batch_) {
     if (r->script) choose_script_form(*r);
     out_ += r->use_eval ? r->eval_wire : r->wire;
+    r->replies_left = r->replies;
+    commands_ += r->replies;
   }
   batch_.clear();
-  commands_ += n;
   writing_ = true;
   return n;
 }
@@ -125,9 +127,14 @@ bool multiplexer::resend_as_eval(request_ptr& r) {
 // ---- reading ----
 
 multiplexer::answer multiplexer::on_reply(const reply& r) {
-  request_ptr req = queue_.pop_answered();
-  if (!req) return {answer::kind::unexpected, nullptr, {}};
+  const request_ptr* oldest = queue_.oldest_in_flight();
+  if (!oldest) return {answer::kind::unexpected, nullptr, {}};
   ++replies_;
+  if ((*oldest)->replies_left > 1) {  // a MULTI block's reply before EXEC's
+    --(*oldest)->replies_left;
+    return {answer::kind::more, nullptr, {}};
+  }
+  request_ptr req = queue_.pop_answered();
   // Abandoned: dropped, the stream stays in sync.
   if (!req->owed) return {answer::kind::drop, std::move(req), {}};
   error_code ec;

@@ -48,13 +48,15 @@ class multiplexer {
     enum class kind {
       complete,    // complete `request` with `ec` and the reply, then recycle it
       drop,        // the reply of an abandoned request: recycle it
+      more,        // one of a MULTI block's first replies: nothing to do yet
       resend,      // NOSCRIPT: re-queued as EVAL, a write is wanted
       unexpected,  // a reply nobody asked for: the stream is out of sync
     } what;
     request_ptr request;
     error_code ec;
   };
-  /// Matches a reply to the oldest written request.
+  /// Matches a reply to the oldest written request (a request drawing
+  /// several replies is answered with the last).
   answer on_reply(const reply& r);
   /// Bytes were read at `now` (the server is not silent).
   void note_read(clock::time_point now) noexcept { last_read_ = now; }

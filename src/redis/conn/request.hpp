@@ -85,6 +85,10 @@ struct request {
   std::string eval_wire;  // EVAL form, built when the script is not known loaded
   std::shared_ptr<const redis::script::data> script;
   std::size_t tail_offset = 0;  // where numkeys starts in `wire`
+  // How many replies `wire` draws: more than one for a MULTI ... EXEC block,
+  // which is answered with its last reply (EXEC's) and takes the others.
+  std::uint32_t replies = 1;
+  std::uint32_t replies_left = 0;  // counted down as they are read
   clock::time_point deadline = clock::time_point::max();
   bool internal = false;  // handshake command, allowed while connecting
   bool use_eval = false;  // sent (or to be sent) as EVAL

@@ -29,15 +29,18 @@ inline set_outcome interpret_set(const reply& r) {
   return set_outcome::unexpected;
 }
 
-/// The fenced acquire script (scripts.hpp): the counter when set, 0 when taken.
+/// The fenced acquire's EXEC (hold_commands.cpp): [OK, counter] acquired,
+/// [nil, counter] taken.
 struct fenced_set_answer {
   set_outcome outcome = set_outcome::unexpected;
   std::int64_t fencing_token = 0;
 };
-inline fenced_set_answer interpret_fenced_set(const reply& r) {
-  if (!r.is_integer() || r.integer() < 0) return {};
-  if (r.integer() == 0) return {set_outcome::taken, 0};
-  return {set_outcome::acquired, r.integer()};
+inline fenced_set_answer interpret_fenced_exec(const reply& r) {
+  const auto& items = r.elements();
+  if (!r.is_array() || items.size() != 2 || !items[1].is_integer() || items[1].integer() <= 0) return {};
+  auto outcome = interpret_set(items[0]);
+  if (outcome != set_outcome::acquired) return {outcome, 0};
+  return {outcome, items[1].integer()};
 }
 
 /// The semaphore's acquire script (scripts.hpp): 1 admitted, 0 all leases held.

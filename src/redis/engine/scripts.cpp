@@ -23,14 +23,6 @@ std::string fencing_counter_key(std::string_view key) {
   return counter;
 }
 
-const script& fenced_acquire_script() {
-  static const script s(
-      "if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then "
-      "return redis.call('incr', KEYS[2]) end "
-      "return 0");
-  return s;
-}
-
 const script& redlock_fenced_acquire_script() {
   static const script s(
       "local counter = redis.call('get', KEYS[2]) "

@@ -20,12 +20,8 @@ const script& extend_script();
 /// The companion counter of lock key `key`: "<key>:fencing".
 std::string fencing_counter_key(std::string_view key);
 
-/// One master: SET KEYS[1] ARGV[1] NX PX ARGV[2] and, when set, INCR
-/// KEYS[2] (the counter) in the same step. Returns the counter (> 0), or 0
-/// when the key was taken.
-const script& fenced_acquire_script();
-
-/// A Redlock master: as fenced_acquire_script, but a missing counter is not
+/// A Redlock master: SET KEYS[1] ARGV[1] NX PX ARGV[2] and, when set, INCR
+/// KEYS[2] (the counter) in the same step; but a missing counter is not
 /// created (a master that lost its data must not count from 1: it is
 /// re-seeded by fencing_write_back_script). Returns {1, counter} when set,
 /// {0, counter} when taken; counter -1 when missing.

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace redis = dlock::redis;
 namespace detail = dlock::redis::detail;
@@ -60,17 +61,37 @@ BOOST_AUTO_TEST_CASE(a_plain_lock_sends_set_nx_px) {
   BOOST_CHECK(c.extend("tok", 200ms).wire.ends_with("$1\r\n1\r\n$1\r\nk\r\n$3\r\ntok\r\n$3\r\n200\r\n"));
 }
 
-BOOST_AUTO_TEST_CASE(a_fenced_lock_counts_in_the_same_script) {
+BOOST_AUTO_TEST_CASE(a_fenced_lock_counts_in_the_same_multi_block) {
   auto c = hold_commands::lock("k", true);
   BOOST_CHECK_EQUAL(c.counter_key, "k:fencing");
   auto attempt = c.attempt("tok", 1500ms);
-  BOOST_CHECK(runs(attempt, detail::fenced_acquire_script()));
-  BOOST_CHECK(attempt.wire.ends_with("$1\r\n2\r\n$1\r\nk\r\n$9\r\nk:fencing\r\n$3\r\ntok\r\n$4\r\n1500\r\n"));
+  BOOST_CHECK(!attempt.script);
+  BOOST_CHECK_EQUAL(attempt.replies, 4u);
+  BOOST_CHECK_EQUAL(attempt.wire,
+                    "*1\r\n$5\r\nMULTI\r\n"
+                    "*6\r\n$3\r\nSET\r\n$1\r\nk\r\n$3\r\ntok\r\n$2\r\nNX\r\n$2\r\nPX\r\n$4\r\n1500\r\n"
+                    "*2\r\n$4\r\nINCR\r\n$9\r\nk:fencing\r\n"
+                    "*1\r\n$4\r\nEXEC\r\n");
+  auto exec = [](reply set, reply counter) {
+    std::vector<reply> items;
+    items.push_back(std::move(set));
+    items.push_back(std::move(counter));
+    return reply::make_array(std::move(items));
+  };
   std::int64_t token = 0;
-  BOOST_CHECK(!c.attempt_failure({}, reply::make_integer(42), token));
+  BOOST_CHECK(!c.attempt_failure({}, exec(reply::make_status("OK"), reply::make_integer(42)), token));
   BOOST_CHECK_EQUAL(token, 42);
-  BOOST_CHECK(failure(c, {}, reply::make_integer(0)) == dlock::error::taken);
-  BOOST_CHECK(failure(c, {}, reply::make_status("OK")) == redis::error::protocol_error);
+  BOOST_CHECK(failure(c, {}, exec(reply::make_nil(), reply::make_integer(43))) == dlock::error::taken);
+  BOOST_CHECK(failure(c, {}, exec(reply::make_status("OK"), reply::make_integer(0))) == redis::error::protocol_error);
+  BOOST_CHECK(failure(c, {}, exec(reply::make_error("ERR x"), reply::make_integer(5))) ==
+              redis::error::protocol_error);
+  BOOST_CHECK(failure(c, {}, reply::make_integer(42)) == redis::error::protocol_error);
+  // An error to the block (EXECABORT, or MULTI refused so the SET ran alone)
+  // may have set the key: the attempt is deleted by its token.
+  BOOST_CHECK(c.attempt_may_have_landed(redis::error::server_error));
+  BOOST_CHECK(!c.attempt_may_have_landed({}));
+  BOOST_CHECK(!hold_commands::lock("k", false).attempt_may_have_landed(redis::error::server_error));
+  BOOST_CHECK(hold_commands::lock("k", false).attempt_may_have_landed(redis::error::connection_lost));
 }
 
 BOOST_AUTO_TEST_CASE(a_semaphore_admits_by_script_with_its_maximum) {

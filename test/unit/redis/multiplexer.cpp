@@ -99,6 +99,73 @@ BOOST_AUTO_TEST_CASE(everything_waiting_leaves_in_one_write_and_replies_match_in
   BOOST_TEST(m.pending() == 0u);
 }
 
+// A MULTI ... EXEC block is one request drawing one reply per command; it is
+// answered with the last (EXEC's), and the next request with the one after.
+BOOST_AUTO_TEST_CASE(a_multi_block_is_answered_with_its_last_reply) {
+  multiplexer m(0ms);
+  auto block = make(m, "MULTI SET INCR EXEC");
+  block->replies = 4;
+  m.add(block, t0);
+  auto after = add(m, "GET");
+  BOOST_TEST(write_all(m) == "MULTI SET INCR EXECGET");
+  BOOST_TEST(m.commands_written() == 5u);  // counted as the server counts them
+  BOOST_TEST((m.on_reply(redis::reply::make_status("OK")).what == kind::more));
+  BOOST_TEST((m.on_reply(redis::reply::make_status("QUEUED")).what == kind::more));
+  BOOST_TEST((m.on_reply(redis::reply::make_error("ERR queued")).what == kind::more));
+  BOOST_TEST(block->owed);
+  auto exec = m.on_reply(redis::reply::make_error("EXECABORT Transaction discarded"));
+  BOOST_TEST((exec.what == kind::complete && exec.request == block && exec.ec));
+  auto get = m.on_reply(redis::reply::make_nil());
+  BOOST_TEST((get.what == kind::complete && get.request == after && !get.ec));
+  BOOST_TEST(m.replies_read() == 5u);
+  BOOST_TEST(m.pending() == 0u);
+}
+
+// Abandoned once written: every reply of the block is still read, then dropped.
+BOOST_AUTO_TEST_CASE(an_abandoned_multi_block_drops_all_its_replies) {
+  multiplexer m(0ms);
+  auto block = make(m, "BLOCK");
+  block->replies = 3;
+  m.add(block, t0);
+  auto after = add(m, "GET");
+  write_all(m);
+  BOOST_TEST(m.abandon(*block, block->generation));
+  BOOST_TEST((m.on_reply(redis::reply::make_status("OK")).what == kind::more));
+  BOOST_TEST((m.on_reply(redis::reply::make_status("QUEUED")).what == kind::more));
+  auto last = m.on_reply(redis::reply::make_integer(1));
+  BOOST_TEST((last.what == kind::drop && last.request == block));
+  BOOST_TEST(m.on_reply(redis::reply::make_nil()).request == after);
+}
+
+// A block lost mid-replies: the next session writes it whole again and
+// counts all its replies afresh; a reused request draws one reply.
+BOOST_AUTO_TEST_CASE(a_multi_block_counts_its_replies_again_after_a_reset) {
+  multiplexer m(0ms);
+  auto block = make(m, "BLOCK");
+  block->replies = 2;
+  m.add(block, t0);
+  write_all(m);
+  BOOST_TEST((m.on_reply(redis::reply::make_status("OK")).what == kind::more));
+  std::vector<request_ptr> failed;
+  m.reset(failed);
+  BOOST_TEST(failed.size() == 1u);
+  block->owed = true;
+  m.add(block, t0);
+  write_all(m);
+  BOOST_TEST((m.on_reply(redis::reply::make_status("OK")).what == kind::more));
+  auto answered = m.on_reply(redis::reply::make_integer(7));
+  BOOST_TEST((answered.what == kind::complete && answered.request == block));
+  const auto* used = block.get();
+  failed.clear();
+  block.reset();
+  m.recycle(std::move(answered.request));
+  auto reused = add(m, "GET");
+  BOOST_TEST(reused.get() == used);
+  BOOST_TEST(reused->replies == 1u);
+  write_all(m);
+  BOOST_TEST(m.on_reply(redis::reply::make_nil()).request == reused);
+}
+
 BOOST_AUTO_TEST_CASE(a_reply_nobody_asked_for_is_unexpected) {
   multiplexer m(0ms);
   BOOST_TEST((m.on_reply(redis::reply::make_status("OK")).what == kind::unexpected));
