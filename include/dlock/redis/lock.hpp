@@ -37,10 +37,10 @@ struct lock_options {
   /// expires by its TTL and the loss is told.
   std::chrono::milliseconds max_hold{0};
   /// Give every hold a fencing token (see `lock::fencing_token()`): the
-  /// acquire is one script that sets the key and increments its companion
-  /// counter `<key>:fencing` in the same atomic step. Off by default: the
-  /// script costs the server more than a plain `SET`, about 10-18 % of an
-  /// acquire+release here (benchmarks/RESULTS.md, "Fencing's cost").
+  /// acquire sets the key and increments its companion counter
+  /// `<key>:fencing` in one atomic step (a MULTI block). Off by default: the
+  /// counter is a second key that stays for good, and the block costs about
+  /// 5 % of an acquire+release here (benchmarks/RESULTS.md, "Fencing's cost").
   bool fencing = false;
   /// Told of this lock's events (dlock/observer.hpp); none: the connection's.
   std::shared_ptr<dlock::observer> observer{};
@@ -87,7 +87,7 @@ struct lock_options {
 /// releases a held lock in the background.
 /// Its operations (acquire, try_acquire, acquire_for, release, extend) and
 /// accessors are `basic_hold`'s; an attempt is one `SET key token NX PX ttl`
-/// (with `fencing`, a script that also counts the hold).
+/// (with `fencing`, in a MULTI block with the counter's `INCR`).
 class lock : public basic_hold {
  public:
   /// Nothing is sent and nothing is checked here: bad options are reported
