@@ -1,8 +1,9 @@
 // dlock::stall_monitor against the real servers: a handler that blocks the
 // io_context longer than a hold's margin makes a Redis holder report its loss
 // before its validity would have run out by the clock, and a ZooKeeper holder
-// under loss_policy::standard report a suspension; under loss_policy::session
-// the same stall loses nothing (the session outlives it).
+// (a mutex, or a semaphore's lease) under loss_policy::standard report a
+// suspension; under loss_policy::session the same stall loses nothing (the
+// session outlives it).
 #include "integration/redis_support.hpp"
 #include "integration/zk_client_support.hpp"
 
@@ -11,6 +12,7 @@
 #include <dlock/redis/lock.hpp>
 #include <dlock/stall_monitor.hpp>
 #include <dlock/zk/mutex.hpp>
+#include <dlock/zk/semaphore.hpp>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/deferred.hpp>
@@ -20,7 +22,9 @@
 
 #include <atomic>
 #include <memory>
+#include <string>
 #include <thread>
+#include <type_traits>
 
 namespace asio = boost::asio;
 namespace redis = dlock::redis;
@@ -112,6 +116,24 @@ asio::awaitable<void> redis_holder_loses_to_a_stall() {
 
 // --- ZooKeeper ---
 
+// The holders: a mutex, and a semaphore's one lease (its own stall watch,
+// the same rule; its `locks` mutex is held only while acquiring).
+std::unique_ptr<zk::mutex> make_holder(zk::client& client, const std::string& path, zk::loss_policy policy,
+                                       zk::mutex*) {
+  zk::lock_options lo;
+  lo.policy = policy;
+  lo.stall_fraction = 0.1;
+  return std::make_unique<zk::mutex>(client, path, lo);
+}
+std::unique_ptr<zk::semaphore> make_holder(zk::client& client, const std::string& path, zk::loss_policy policy,
+                                           zk::semaphore*) {
+  zk::semaphore_options so;
+  so.policy = policy;
+  so.stall_fraction = 0.1;
+  return std::make_unique<zk::semaphore>(client, path, 2, so);
+}
+
+template <class Holder>
 asio::awaitable<void> zk_holder_suspends_on_a_stall(zk::loss_policy policy) {
   auto ex = co_await asio::this_coro::executor;
   auto monitor = std::make_shared<dlock::stall_monitor>(ex, looking());
@@ -120,11 +142,9 @@ asio::awaitable<void> zk_holder_suspends_on_a_stall(zk::loss_policy policy) {
   zk::client client(ex, o);
   co_await client.connect();
   auto timeout = client.negotiated_session_timeout();
-  zk::lock_options lo;
-  lo.policy = policy;
-  lo.stall_fraction = 0.1;
-  zk::mutex m(client, "/dlock-test/stall/" + dlock::test::unique_name("mutex"), lo);
-  co_await m.acquire();
+  auto path = "/dlock-test/stall/" + dlock::test::unique_name("holder");
+  auto h = make_holder(client, path, policy, static_cast<Holder*>(nullptr));
+  co_await h->acquire();
   auto session = client.session_id();
   // Over the fraction, and short enough that the connection stays up (the
   // client notices a silent server after 2/3 of the timeout, and may have
@@ -133,19 +153,32 @@ asio::awaitable<void> zk_holder_suspends_on_a_stall(zk::loss_policy policy) {
   block_the_loop(ex, stall);
   co_await sleep_for(200ms);
   if (policy == zk::loss_policy::standard) {
-    BOOST_TEST(!m.held(), "a stall of " << stall.count() << " ms of a " << timeout.count() << " ms session");
-    auto [reason] = co_await m.loss().wait(with_ec);
-    BOOST_TEST((reason == dlock::error::stalled), reason.message());
+    BOOST_TEST(!h->held(), "a stall of " << stall.count() << " ms of a " << timeout.count() << " ms session");
+    if (!h->held()) {  // told already: the wait returns at once (not held: nothing to wait for)
+      auto [reason] = co_await h->loss().wait(with_ec);
+      BOOST_TEST((reason == dlock::error::stalled), reason.message());
+    }
   } else {
-    BOOST_TEST(m.held(), "under loss_policy::session only the session's loss counts");
+    BOOST_TEST(h->held(), "under loss_policy::session only the session's loss counts");
   }
   BOOST_TEST(client.session_id() == session, "the session outlived the stall");
-  co_await m.release(with_ec);
+  co_await h->release(with_ec);
+  // Told lost or not, the release leaves no node of ours behind.
+  auto nodes_under = std::is_same_v<Holder, zk::semaphore> ? path + "/leases" : path;
+  auto [listed, children, parent] = co_await client.get_children(nodes_under, with_ec);
+  BOOST_TEST(!listed, listed.message());
+  BOOST_TEST(children.empty(), children.size() << " nodes left under " << nodes_under);
   co_await client.close();
 }
 
-asio::awaitable<void> zk_standard() { co_await zk_holder_suspends_on_a_stall(zk::loss_policy::standard); }
-asio::awaitable<void> zk_session() { co_await zk_holder_suspends_on_a_stall(zk::loss_policy::session); }
+asio::awaitable<void> zk_standard() { co_await zk_holder_suspends_on_a_stall<zk::mutex>(zk::loss_policy::standard); }
+asio::awaitable<void> zk_session() { co_await zk_holder_suspends_on_a_stall<zk::mutex>(zk::loss_policy::session); }
+asio::awaitable<void> zk_semaphore_standard() {
+  co_await zk_holder_suspends_on_a_stall<zk::semaphore>(zk::loss_policy::standard);
+}
+asio::awaitable<void> zk_semaphore_session() {
+  co_await zk_holder_suspends_on_a_stall<zk::semaphore>(zk::loss_policy::session);
+}
 
 }  // namespace
 
@@ -156,5 +189,9 @@ BOOST_AUTO_TEST_CASE(redis_holder_reports_its_loss_before_its_validity_ends) {
 }
 BOOST_AUTO_TEST_CASE(zk_holder_under_standard_policy_reports_a_suspension) { redis_test::run(zk_standard()); }
 BOOST_AUTO_TEST_CASE(zk_holder_under_session_policy_keeps_its_lock) { redis_test::run(zk_session()); }
+BOOST_AUTO_TEST_CASE(zk_semaphore_under_standard_policy_reports_a_suspension) {
+  redis_test::run(zk_semaphore_standard());
+}
+BOOST_AUTO_TEST_CASE(zk_semaphore_under_session_policy_keeps_its_lease) { redis_test::run(zk_semaphore_session()); }
 
 BOOST_AUTO_TEST_SUITE_END()
