@@ -1,5 +1,6 @@
 // dlock::zk::queue against the real standalone ZooKeeper (DLOCK_ZK_HOSTS).
 #include <dlock/error.hpp>
+#include <dlock/observer.hpp>
 #include <dlock/zk/client.hpp>
 #include <dlock/zk/queue.hpp>
 
@@ -272,7 +273,21 @@ asio::awaitable<void> offer_slowly(zk::client& c, std::string path, int count, s
 
 // A consumer takes with a short deadline in a loop while another client
 // offers `count` items: every item is received exactly once or left in the queue.
-asio::awaitable<void> deadline_takes_lose_nothing(std::string path, take_within take) {
+// Counts what the queue's observer is told of its takes and polls.
+struct take_counter final : dlock::observer {
+  int taken = 0, empty = 0, given_up = 0, other = 0;
+  void on_queue_taken(const dlock::queue_taken& e) noexcept override {
+    if (!e.outcome) ++taken;
+    else if (e.outcome == dlock::error::empty) ++empty;
+    else if (e.outcome == dlock::error::timed_out || e.outcome == asio::error::operation_aborted) ++given_up;
+    else ++other;
+  }
+};
+
+// With an observer, each take runs inside the observer's wrapper coroutine
+// (src/zk/queue/reported.hpp): its cancellation and deadline must reach the
+// take through it, and each take be told once, as it ended.
+asio::awaitable<void> deadline_takes_lose_nothing(std::string path, take_within take, bool observed = false) {
   constexpr int count = 150;
   auto ex = co_await asio::this_coro::executor;
   zk::client producer(ex, test_options()), consumer(ex, test_options());
@@ -280,7 +295,10 @@ asio::awaitable<void> deadline_takes_lose_nothing(std::string path, take_within 
   co_await consumer.connect();
   auto done = std::make_shared<bool>(false);
   asio::co_spawn(ex, offer_slowly(producer, path, count, done), asio::detached);
-  zk::queue q(consumer, path);
+  auto told = std::make_shared<take_counter>();
+  zk::queue_options qo;
+  if (observed) qo.observer = told;
+  zk::queue q(consumer, path, qo);
   std::multiset<std::string> received;
   int timeouts = 0;
   for (int i = 0; !*done || i % 50 != 0; ++i) {
@@ -290,6 +308,12 @@ asio::awaitable<void> deadline_takes_lose_nothing(std::string path, take_within 
   std::multiset<std::string> left;
   while (auto item = co_await q.poll()) left.insert(*item);
   BOOST_TEST_MESSAGE(received.size() << " received, " << left.size() << " left, " << timeouts << " timeouts");
+  if (observed) {
+    BOOST_TEST(told->taken == static_cast<int>(received.size() + left.size()));
+    BOOST_TEST(told->given_up == timeouts);
+    BOOST_TEST(told->empty == 1);  // the last poll
+    BOOST_TEST(told->other == 0);
+  }
   for (int i = 0; i < count; ++i) {
     std::string item = "item-" + std::to_string(i);
     BOOST_TEST(received.count(item) + left.count(item) == 1u, item << ": received " << received.count(item)
@@ -374,6 +398,13 @@ BOOST_AUTO_TEST_CASE(take_for_in_a_loop_loses_no_item) {
 BOOST_AUTO_TEST_CASE(take_with_a_cancellation_slot_in_a_loop_loses_no_item) {
   asio::io_context io;
   run(io, deadline_takes_lose_nothing("/" + dlock::test::unique_name("dlock-queue"), &take_with_a_bound_slot));
+}
+
+BOOST_AUTO_TEST_CASE(observed_takes_with_a_deadline_or_a_slot_lose_no_item_and_are_each_told) {
+  asio::io_context io;
+  run(io, deadline_takes_lose_nothing("/" + dlock::test::unique_name("dlock-queue"), &take_for, true));
+  asio::io_context io2;
+  run(io2, deadline_takes_lose_nothing("/" + dlock::test::unique_name("dlock-queue"), &take_with_a_bound_slot, true));
 }
 
 BOOST_AUTO_TEST_CASE(a_stale_claimant_releases_and_acks_nothing) {

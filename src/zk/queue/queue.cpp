@@ -151,9 +151,13 @@ asio::awaitable<std::tuple<error_code, std::string>> take_for_body(queue_state_p
                                                                    std::chrono::steady_clock::duration limit) {
   co_await setup_cancellation();
   asio::steady_timer deadline(co_await asio::this_coro::executor, limit);
+  // The take itself unreported: take_for is told to the observer once, by its caller.
   auto take = asio::async_initiate<decltype(asio::deferred), void(error_code, std::string)>(
-      [](auto h, queue_state_ptr state) { start_take(state, queue_handler<std::string>(std::move(h))); }, asio::deferred,
-      q);
+      [](auto h, queue_state_ptr state) {
+        auto executor = state->zk->get_executor();
+        dlock::detail::spawn_to_handler(executor, take_body(std::move(state)), queue_handler<std::string>(std::move(h)));
+      },
+      asio::deferred, q);
   auto [order, ec, item, timer_ec] =
       co_await asio::experimental::make_parallel_group(std::move(take), deadline.async_wait(asio::deferred))
           .async_wait(asio::experimental::wait_for_one(), asio::deferred);
