@@ -64,18 +64,17 @@ bool multiplexer::abandon(request& r, std::uint32_t generation) noexcept {
 
 std::size_t multiplexer::prepare_write() {
   if (writing_) return 0;
-  batch_.clear();
-  std::size_t n = queue_.stage(batch_, [](const request_ptr& r) { return !r->owed; });
-  if (n == 0) return 0;
   out_.clear();
   written_ = 0;
-  for (auto& r : batch_) {
+  // Staged in place: no copy of each request's pointer (two atomic counts).
+  auto skip = [](const request_ptr& r) { return !r->owed; };
+  std::size_t n = queue_.stage_each(skip, [this](const request_ptr& r) {
     if (r->script) choose_script_form(*r);
     out_ += r->use_eval ? r->eval_wire : r->wire;
     r->replies_left = r->replies;
     commands_ += r->replies;
-  }
-  batch_.clear();
+  });
+  if (n == 0) return 0;
   writing_ = true;
   return n;
 }

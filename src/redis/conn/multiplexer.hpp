@@ -91,7 +91,6 @@ class multiplexer {
 
   clock::duration timeout_;
   request_queue<request_ptr> queue_;
-  std::vector<request_ptr> batch_;
   std::vector<request_ptr> spare_;  // answered requests, kept for reuse
   // Scripts sent as EVAL on this session, so loaded in the server's cache
   // unless it was flushed since: their next uses go as EVALSHA. Forgotten

@@ -26,19 +26,24 @@ class request_queue {
   /// The oldest request written and not yet answered (abandoned or not), or null.
   const Ptr* oldest_in_flight() const noexcept { return in_flight_.empty() ? nullptr : &in_flight_.front(); }
 
-  /// Moves every waiting request (but the skipped) to the in-flight FIFO and
-  /// appends it to `batch`, in order. Returns how many were staged.
-  template <class Skip>
-  std::size_t stage(std::vector<Ptr>& batch, Skip skip) {
+  /// Moves every waiting request (but the skipped) to the in-flight FIFO,
+  /// calling `on_staged(p)` on each, in order. Returns how many were staged.
+  template <class Skip, class OnStaged>
+  std::size_t stage_each(Skip skip, OnStaged on_staged) {
     std::size_t staged = 0;
     for (auto& p : waiting_) {
       if (skip(p)) continue;
-      batch.push_back(p);
+      on_staged(p);
       in_flight_.push_back(std::move(p));
       ++staged;
     }
     waiting_.clear();
     return staged;
+  }
+  /// The same, appending each to `batch`.
+  template <class Skip>
+  std::size_t stage(std::vector<Ptr>& batch, Skip skip) {
+    return stage_each(skip, [&batch](const Ptr& p) { batch.push_back(p); });
   }
 
   /// The request the next reply answers, removed; an empty Ptr when nothing
