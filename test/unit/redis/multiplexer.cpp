@@ -45,6 +45,14 @@ request_ptr add(multiplexer& m, std::string wire, steady::time_point now = t0) {
   return r;
 }
 
+// A MULTI ... EXEC block: one request drawing `replies` replies.
+request_ptr add_block(multiplexer& m, std::string wire, std::uint32_t replies) {
+  auto r = make(m, std::move(wire));
+  r->replies = replies;
+  m.add(r, t0);
+  return r;
+}
+
 // Writes the whole staged batch in one go; returns its bytes.
 std::string write_all(multiplexer& m) {
   if (m.prepare_write() == 0) return {};
@@ -103,9 +111,7 @@ BOOST_AUTO_TEST_CASE(everything_waiting_leaves_in_one_write_and_replies_match_in
 // answered with the last (EXEC's), and the next request with the one after.
 BOOST_AUTO_TEST_CASE(a_multi_block_is_answered_with_its_last_reply) {
   multiplexer m(0ms);
-  auto block = make(m, "MULTI SET INCR EXEC");
-  block->replies = 4;
-  m.add(block, t0);
+  auto block = add_block(m, "MULTI SET INCR EXEC", 4);
   auto after = add(m, "GET");
   BOOST_TEST(write_all(m) == "MULTI SET INCR EXECGET");
   BOOST_TEST(m.commands_written() == 5u);  // counted as the server counts them
@@ -124,9 +130,7 @@ BOOST_AUTO_TEST_CASE(a_multi_block_is_answered_with_its_last_reply) {
 // Abandoned once written: every reply of the block is still read, then dropped.
 BOOST_AUTO_TEST_CASE(an_abandoned_multi_block_drops_all_its_replies) {
   multiplexer m(0ms);
-  auto block = make(m, "BLOCK");
-  block->replies = 3;
-  m.add(block, t0);
+  auto block = add_block(m, "BLOCK", 3);
   auto after = add(m, "GET");
   write_all(m);
   BOOST_TEST(m.abandon(*block, block->generation));
@@ -141,9 +145,7 @@ BOOST_AUTO_TEST_CASE(an_abandoned_multi_block_drops_all_its_replies) {
 // counts all its replies afresh; a reused request draws one reply.
 BOOST_AUTO_TEST_CASE(a_multi_block_counts_its_replies_again_after_a_reset) {
   multiplexer m(0ms);
-  auto block = make(m, "BLOCK");
-  block->replies = 2;
-  m.add(block, t0);
+  auto block = add_block(m, "BLOCK", 2);
   write_all(m);
   BOOST_TEST((m.on_reply(redis::reply::make_status("OK")).what == kind::more));
   std::vector<request_ptr> failed;
