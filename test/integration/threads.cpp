@@ -31,12 +31,17 @@
 #include <boost/asio/strand.hpp>
 #include <boost/test/unit_test.hpp>
 
+#include <array>
 #include <atomic>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
 #include <chrono>
 #include <exception>
 #include <memory>
 #include <mutex>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -63,9 +68,25 @@ struct observations {
   std::atomic<int> running{0};           // contenders still looping
   std::atomic<bool> stop{false};         // contenders: finish the current round and leave
 
+  // Where each contender is (a string literal), for the watchdog's report
+  // if a case hangs: an operation that never completes shows up here.
+  static constexpr int max_contenders = 8;
+  std::array<std::atomic<const char*>, max_contenders> where{};
+  std::atomic<int> contenders{0};
+
   std::mutex mutex;
   std::set<std::thread::id> threads;     // where handlers ran
   std::vector<std::string> surprises;    // exceptions nobody expected
+
+  // A slot for a new contender's whereabouts.
+  std::atomic<const char*>* enrol(const char* name) {
+    int slot = contenders++;
+    if (slot >= max_contenders) throw std::logic_error("threads test: too many contenders");
+    names[slot] = name;
+    where[slot] = "started";
+    return &where[slot];
+  }
+  std::array<const char*, max_contenders> names{};
 
   void note_thread() {
     std::lock_guard lock(mutex);
@@ -85,11 +106,27 @@ struct observations {
   }
 };
 
+// A case runs for seconds (the cutting stops after at most 400 x 60 ms);
+// past this, something never completed. The watchdog says where every
+// contender is and aborts, rather than leave ctest to time out silently.
+constexpr auto hang_limit = 180s;
+
+void report_hang(const observations& seen) {
+  std::fprintf(stderr, "threads: the case hung (%d contender(s) still running, stop %d, losses %d)\n",
+               seen.running.load(), int(seen.stop.load()), seen.losses.load());
+  for (int i = 0; i < seen.contenders && i < observations::max_contenders; ++i)
+    std::fprintf(stderr, "  %s: %s\n", seen.names[i], seen.where[i].load());
+  std::fflush(stderr);
+  std::abort();
+}
+
 // Runs `main` on `io` from `io_threads` threads and rethrows what it threw.
 // Stops the io_context when `main` ends: `main` closes what it opened first.
 void run_on_threads(asio::io_context& io, observations& seen, asio::awaitable<void> main) {
   std::exception_ptr failure;
   std::atomic<bool> finished{false};
+  std::mutex done_mutex;
+  std::condition_variable done;
   asio::co_spawn(io, std::move(main), [&](std::exception_ptr e) {
     failure = e;
     finished = true;
@@ -97,7 +134,16 @@ void run_on_threads(asio::io_context& io, observations& seen, asio::awaitable<vo
   });
   std::vector<std::thread> threads;
   for (int i = 0; i < io_threads; ++i) threads.emplace_back([&io] { io.run(); });
+  std::thread watchdog([&] {
+    std::unique_lock lock(done_mutex);
+    if (!done.wait_for(lock, hang_limit, [&] { return io.stopped(); })) report_hang(seen);
+  });
   for (auto& t : threads) t.join();
+  {
+    std::lock_guard lock(done_mutex);
+    done.notify_all();
+  }
+  watchdog.join();
   BOOST_REQUIRE(finished.load());
   if (failure) std::rethrow_exception(failure);
   for (auto& s : seen.surprises) BOOST_ERROR("unexpected: " << s);
@@ -247,21 +293,25 @@ asio::awaitable<void> with_lock_losses_across_threads(observations* seen) {
 // The critical section: reads the lock's state from the body's thread while
 // the client's strand may be firing the loss.
 template <class Lock>
-asio::awaitable<void> zk_section(Lock* lock, observations* seen) {
+asio::awaitable<void> zk_section(Lock* lock, observations* seen, std::atomic<const char*>* where) {
+  *where = "in the body";
   seen->note_thread();
   ++seen->bodies;
   if (lock->held() && lock->fencing_token() <= 0) seen->surprise("held without a fencing token");
   co_await sleep_for(15ms);
   seen->note_thread();
+  *where = "body done: releasing";
 }
 
 // with_lock in a loop, until told to stop; losses and failed acquires are
 // expected (the connection is cut), anything else is not.
 template <class Lock>
-asio::awaitable<void> with_lock_loop(Lock* lock, observations* seen) {
-  auto body = [lock, seen] { return zk_section(lock, seen); };
+asio::awaitable<void> with_lock_loop(Lock* lock, observations* seen, const char* name) {
+  auto where = seen->enrol(name);
+  auto body = [lock, seen, where] { return zk_section(lock, seen, where); };
   while (!seen->stop) {
     bool failed = false;
+    *where = "acquiring";
     try {
       co_await dlock::with_lock(*lock, body);
       ++seen->completed;
@@ -271,16 +321,21 @@ asio::awaitable<void> with_lock_loop(Lock* lock, observations* seen) {
     } catch (const std::exception& e) {
       seen->surprise(e.what());
     }
+    *where = "between rounds";
     if (failed) co_await sleep_for(5ms);  // the connection is being cut: not a busy loop
   }
+  *where = "done";
   --seen->running;
 }
 
 // A candidate: leads for a short term, or until leadership is lost, then resigns.
 asio::awaitable<void> campaign_loop(zk::leader_election* election, std::string id, observations* seen) {
   auto executor = co_await asio::this_coro::executor;
+  auto where = seen->enrol(id == "one" ? "candidate one" : "candidate two");
   while (!seen->stop) {
+    *where = "campaigning";
     auto [ec] = co_await election->campaign(id, tuple_token);
+    *where = "campaign done";
     if (ec) {
       ++seen->other_failures;
       co_await sleep_for(5ms);
@@ -295,10 +350,13 @@ asio::awaitable<void> campaign_loop(zk::leader_election* election, std::string i
     // this multi-threaded one), which Asio's cancellation slots do not allow
     // (TSan saw the group's cancel race the timer's completion).
     asio::steady_timer term(executor, 15ms);
+    *where = "in office";
     co_await term.async_wait(tuple_token);
     if (election->loss().lost()) ++seen->losses;
+    *where = "resigning";
     co_await election->resign(tuple_token);
   }
+  *where = "done";
   --seen->running;
 }
 
@@ -331,14 +389,19 @@ asio::awaitable<void> mutexes_under_cuts(dlock::test::zk_cutting_proxy* proxy, o
     co_await clients.back()->connect();
     locks.push_back(std::make_unique<zk::mutex>(*clients.back(), path));
   }
-  for (auto& lock : locks) {
+  static constexpr const char* names[] = {"mutex one", "mutex two", "mutex three", "mutex four"};
+  auto where = seen->enrol("the case");
+  for (std::size_t i = 0; i < locks.size(); ++i) {
     ++seen->running;
-    asio::co_spawn(executor, with_lock_loop(lock.get(), seen), asio::detached);
+    asio::co_spawn(executor, with_lock_loop(locks[i].get(), seen, names[i]), asio::detached);
   }
   asio::co_spawn(executor, keep_cutting(proxy, seen, 8), asio::detached);
+  *where = "waiting for the contenders";
   co_await contenders_done(*seen);
   locks.clear();
+  *where = "closing the clients";
   for (auto& c : clients) co_await c->close(tuple_token);
+  *where = "done";
 }
 
 // The other recipes, side by side: a reader and a writer of one
@@ -360,16 +423,21 @@ asio::awaitable<void> recipes_under_cuts(dlock::test::zk_cutting_proxy* proxy, o
   zk::leader_election candidate2(second, election_path);
 
   seen->running = 6;
-  asio::co_spawn(executor, with_lock_loop(&readers.reader(), seen), asio::detached);
-  asio::co_spawn(executor, with_lock_loop(&writers.writer(), seen), asio::detached);
-  asio::co_spawn(executor, with_lock_loop(&simple1, seen), asio::detached);
-  asio::co_spawn(executor, with_lock_loop(&simple2, seen), asio::detached);
+  asio::co_spawn(executor, with_lock_loop(&readers.reader(), seen, "reader"), asio::detached);
+  asio::co_spawn(executor, with_lock_loop(&writers.writer(), seen, "writer"), asio::detached);
+  asio::co_spawn(executor, with_lock_loop(&simple1, seen, "simple lock one"), asio::detached);
+  asio::co_spawn(executor, with_lock_loop(&simple2, seen, "simple lock two"), asio::detached);
   asio::co_spawn(executor, campaign_loop(&candidate1, "one", seen), asio::detached);
   asio::co_spawn(executor, campaign_loop(&candidate2, "two", seen), asio::detached);
   asio::co_spawn(executor, keep_cutting(proxy, seen, 3), asio::detached);
+  auto where = seen->enrol("the case");
+  *where = "waiting for the contenders";
   co_await contenders_done(*seen);
+  *where = "closing the first client";
   co_await first.close(tuple_token);
+  *where = "closing the second client";
   co_await second.close(tuple_token);
+  *where = "done";
 }
 
 // --- Redis ---
