@@ -37,6 +37,7 @@ bool whole_request_error(int rc) noexcept {
   switch (rc) {
     case ZCONNECTIONLOSS:
     case ZOPERATIONTIMEOUT:
+    case ZRUNTIMEINCONSISTENCY:  // for the whole request: the C client's, see lost_with_the_connection
     case ZCLOSING:
     case ZSESSIONEXPIRED:
     case ZAUTHFAILED:
@@ -76,7 +77,11 @@ class multi_request : public request<multi_result> {
     multi_result r;
     r.results.resize(ops_.size());
     for (std::size_t i = 0; i < ops_.size(); ++i) {
-      if (c_results_[i].err != ZOK) r.results[i].error = reply_error(c_results_[i].err);
+      // Per operation, ZRUNTIMEINCONSISTENCY is the server's "not attempted",
+      // unless the whole request had it (lost with the connection).
+      int err = c_results_[i].err;
+      if (err == ZRUNTIMEINCONSISTENCY && rc != ZRUNTIMEINCONSISTENCY) r.results[i].error = make_error_code_from_c(err);
+      else if (err != ZOK) r.results[i].error = reply_error(err);
       // Only a committed transaction has paths and stats to report.
       if (rc != ZOK) continue;
       if (ops_[i].type == op::kind::create) r.results[i].path = path_buffers_[i].c_str();

@@ -17,8 +17,15 @@ namespace dlock::zk::detail {
 
 using std::chrono::steady_clock;
 
+bool lost_with_the_connection(int rc) noexcept {
+  return rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT || rc == ZRUNTIMEINCONSISTENCY;
+}
+
 error_code reply_error(int rc) noexcept {
   if (rc == ZCLOSING) return make_error_code(dlock::error::closed);
+  // Recipes retry a connection loss; this code would stop them (a lock
+  // node's removal gave up on it, leaving the node to block everyone).
+  if (rc == ZRUNTIMEINCONSISTENCY) return make_error_code(error::connection_loss);
   return make_error_code_from_c(rc);
 }
 
@@ -179,8 +186,8 @@ void session::on_orphan_removed(int, const void* context) {
 void session::reply_received(int rc, steady_clock::time_point sent_at) noexcept {
   replies_received_.fetch_add(1, std::memory_order_relaxed);
   ++frames_explained_;
-  bool answered = rc != ZCONNECTIONLOSS && rc != ZOPERATIONTIMEOUT && rc != ZCLOSING && rc != ZSESSIONEXPIRED &&
-                  rc != ZINVALIDSTATE && rc != ZAUTHFAILED;
+  bool answered = !lost_with_the_connection(rc) && rc != ZCLOSING && rc != ZSESSIONEXPIRED && rc != ZINVALIDSTATE &&
+                  rc != ZAUTHFAILED;
   if (answered) expiry_.heard(sent_at);
 }
 

@@ -176,7 +176,17 @@ std::shared_ptr<P> take_c_hold(const void* context) {
   return std::static_pointer_cast<P>(std::move(hold));
 }
 
-/// ZCLOSING (the client was closed) reads better as dlock::error::closed.
+/// A request's error from the C client's code. ZCLOSING (the client was
+/// closed) reads better as dlock::error::closed; ZRUNTIMEINCONSISTENCY is a
+/// connection loss (see lost_with_the_connection).
 error_code reply_error(int rc) noexcept;
+
+/// The C client failed the request without an answer: the connection
+/// dropped or timed out, or its replies stopped matching its requests
+/// (ZRUNTIMEINCONSISTENCY: 3.8.0 drops its socket when a write fails, without
+/// failing the requests already written there, and finds out on the next
+/// connection). It then closes the connection and fails every pending
+/// request the same way; what became of each is unknown.
+bool lost_with_the_connection(int rc) noexcept;
 
 }  // namespace dlock::zk::detail

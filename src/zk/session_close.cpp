@@ -64,7 +64,7 @@ void session::on_close_probe(int rc, const Stat*, const void* context) {
   // (another member, or the same after a blip): a server that answers again
   // within the close's limit can still end the session, and its ephemerals,
   // now rather than a session timeout later.
-  if (rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT) {
+  if (lost_with_the_connection(rc)) {
     self->reprobe_when_connected_ = true;
     return;
   }

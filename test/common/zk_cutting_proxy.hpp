@@ -11,7 +11,8 @@
 //                              that is down, or refuses, for a while);
 //   black_hole(on)             forward nothing either way, close nothing (a
 //                              silent partition);
-//   cut_all()                  drop every open connection now.
+//   cut_all()                  drop every open connection now;
+//   reset_all()                the same with an RST.
 // Each call arms one trigger, which fires once; triggers armed together
 // count their requests independently (for one opcode, the first armed counts).
 // It also counts the requests it forwarded per opcode, so a test can run an
@@ -125,6 +126,16 @@ class zk_cutting_proxy {
     });
     done.get_future().wait();
   }
+  /// Resets every open connection now: the client gets an RST, not a FIN,
+  /// so its very next write fails (a crashed peer, a middlebox's reset).
+  void reset_all() {
+    std::promise<void> done;
+    boost::asio::post(io_, [s = state_, &done] {
+      s->close_all(true);
+      done.set_value();
+    });
+    done.get_future().wait();
+  }
   /// Faults injected so far (cuts, drops and holds).
   int cuts() const { return state_->cuts; }
   /// Reads from a server that arrived while a hold was on: replies the
@@ -166,10 +177,11 @@ class zk_cutting_proxy {
   struct state {
     state(boost::asio::any_io_executor ex, tcp::endpoint s)
         : acceptor(ex, tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), 0)), server(s) {}
-    void close_all() {
+    void close_all(bool reset = false) {
       boost::system::error_code ignored;
       for (auto& w : links)
         if (auto l = w.lock()) {
+          if (reset) l->client->set_option(tcp::socket::linger(true, 0), ignored);
           l->client->close(ignored);
           l->upstream->close(ignored);
         }
@@ -214,6 +226,7 @@ class zk_cutting_proxy {
   using state_ptr = std::shared_ptr<state>;
 
   static constexpr auto with_ec = boost::asio::as_tuple(boost::asio::deferred);
+  static constexpr std::uint32_t max_frame_length = 1u << 20;
 
   static boost::asio::awaitable<void> accept_loop(state_ptr s) {
     for (;;) {
@@ -274,6 +287,10 @@ class zk_cutting_proxy {
       if (ec) break;
       std::uint32_t length = (std::uint32_t(length_bytes[0]) << 24) | (std::uint32_t(length_bytes[1]) << 16) |
                              (std::uint32_t(length_bytes[2]) << 8) | std::uint32_t(length_bytes[3]);
+      // A length past jute.maxbuffer (1 MiB) is not a frame: a client that
+      // resumed a half-written request on a new connection. The server
+      // closes such a connection ("Len error"); so does the proxy.
+      if (length > max_frame_length) break;
       std::vector<unsigned char> frame(4 + length);
       std::copy(length_bytes.begin(), length_bytes.end(), frame.begin());
       auto [body_ec, m] =

@@ -25,8 +25,10 @@
 #include <cstdint>
 #include <future>
 #include <memory>
+#include <optional>
 #include <set>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -455,6 +457,54 @@ asio::awaitable<void> no_session_id_between_expiry_and_the_next_session() {
   co_await c.close();
 }
 
+// The C client (3.8.0) sends a request at once when it is made. When that
+// write fails (the connection was reset), it closes its socket but keeps the
+// requests it had already written there, unanswered. On the next connection
+// the server answers the resent request, whose reply does not match the
+// oldest one waiting, and the C client fails every pending request with
+// ZRUNTIMEINCONSISTENCY. That is a connection loss like any other, outcome
+// unknown, and must read as one: recipes retry a connection loss, and a lock
+// node's removal that gave up on this code left the node behind, blocking
+// every later contender (two election candidates in integration.threads).
+asio::awaitable<void> requests_on_a_socket_dropped_after_a_failed_write(std::string node) {
+  auto executor = co_await asio::this_coro::executor;
+  dlock::test::zk_cutting_proxy proxy(dlock::test::zk_hosts());
+  zk::client c(executor, dlock::test::zk_options(proxy.address(), std::chrono::seconds(10)));
+  co_await c.connect();
+  struct outcome {
+    bool done = false;
+    error_code ec;
+  };
+  auto written = std::make_shared<outcome>();  // on the socket that will be reset, its reply held back
+  auto failed = std::make_shared<outcome>();   // its write meets the reset
+  proxy.hold_replies(dlock::test::zk_opcode::exists, std::chrono::seconds(2));
+  c.exists(node, [written](error_code ec, std::optional<zk::stat>) { *written = {true, ec}; });
+  for (int i = 0; i < 500 && proxy.forwarded(dlock::test::zk_opcode::exists) == 0; ++i) {
+    asio::steady_timer pause(executor, std::chrono::milliseconds(10));
+    co_await pause.async_wait(tuple);
+  }
+  BOOST_REQUIRE(proxy.forwarded(dlock::test::zk_opcode::exists) == 1);
+  // On the client's strand, so that it reads nothing in between: the reset
+  // reaches the socket, then the next request's write fails on it.
+  asio::post(c.get_executor(), [&c, &proxy, node, failed] {
+    proxy.reset_all();
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    c.exists(node, [failed](error_code ec, std::optional<zk::stat>) { *failed = {true, ec}; });
+  });
+  for (int i = 0; i < 3000 && !(written->done && failed->done); ++i) {
+    asio::steady_timer pause(executor, std::chrono::milliseconds(10));
+    co_await pause.async_wait(tuple);
+  }
+  BOOST_REQUIRE(written->done && failed->done);
+  for (auto& [name, o] : {std::pair{"written", written}, std::pair{"failed", failed}}) {
+    BOOST_TEST((o->ec == zk::error::connection_loss), name << ": " << o->ec.message());
+    BOOST_TEST((o->ec == dlock::condition::connection_lost), name << ": " << o->ec.message());
+  }
+  auto [ec, st] = co_await c.exists(node, tuple);
+  BOOST_TEST(!ec, "the client is back: " << ec.message());
+  co_await c.close();
+}
+
 // A check that throws out of a test coroutine, before its close, with the
 // client owned by the test case: run_coroutine must report the failure, not
 // keep running the io_context the open session keeps busy.
@@ -477,6 +527,11 @@ BOOST_AUTO_TEST_CASE(invalid_paths_are_rejected_locally) {
   asio::io_context io;
   zk::client c(io.get_executor(), dlock::test::zk_options(dlock::test::zk_hosts()));
   run_coroutine(io, invalid_paths(c));
+}
+
+BOOST_AUTO_TEST_CASE(requests_on_a_socket_the_c_client_dropped_fail_as_a_connection_loss) {
+  asio::io_context io;
+  run_coroutine(io, requests_on_a_socket_dropped_after_a_failed_write(base_path("dropped") + "/none"));
 }
 
 BOOST_AUTO_TEST_CASE(a_close_whose_probe_loses_its_connection_still_ends_the_session) {
