@@ -96,6 +96,43 @@ asio::awaitable<void> single_lock_tokens(asio::any_io_executor ex) {
   close_all(masters);
 }
 
+// The fenced acquire is a MULTI block. When MULTI alone is refused (here an
+// ACL without it), the SET runs on its own, outside any block, and only
+// EXEC's error comes back: the attempt may have taken the key, so the lock
+// deletes it by its token before failing. Without that cleanup the key would
+// block the lock for its whole TTL, held by nobody.
+asio::awaitable<void> refused_multi_leaves_no_key(asio::any_io_executor ex) {
+  auto user = dlock::test::unique_name("no-multi");
+  auto key = dlock::test::unique_name("fenced-no-multi");
+  BOOST_REQUIRE_EQUAL(redis_cli(0, "ACL SETUSER " + user + " on '>secret' '~*' '+@all' '-multi'"), "OK");
+  auto endpoint = dlock::test::redis_masters().at(0);
+  redis::options o;
+  o.host = endpoint.host;
+  o.port = endpoint.port;
+  o.username = user;
+  o.password = "secret";
+  auto restricted = std::make_shared<redis::connection>(ex, o);
+  auto [connect_ec] = co_await restricted->connect(tuple_token);
+  BOOST_REQUIRE_MESSAGE(!connect_ec, "connect: " + connect_ec.message());
+  auto lock_options = contended_lock_options();
+  lock_options.ttl = 60s;
+  redis::lock lock(*restricted, key, lock_options);
+  auto [ec] = co_await lock.try_acquire(tuple_token);
+  BOOST_TEST(ec, "the acquire failed");
+  BOOST_TEST_MESSAGE("acquire: " << ec.message());
+  BOOST_TEST(!lock.held());
+  BOOST_TEST(redis_cli(0, "GET " + key + ":fencing") == "1", "the INCR ran outside the block too");
+  std::string exists = "1";
+  for (int i = 0; i < 100 && exists != "0"; ++i) {  // the cleanup runs in the background
+    exists = redis_cli(0, "EXISTS " + key);
+    if (exists != "0") co_await sleep_for(20ms);
+  }
+  BOOST_TEST(exists == "0", "the key the lone SET took was left behind (TTL " << redis_cli(0, "PTTL " + key) << ")");
+  restricted->close();
+  redis_cli(0, "ACL DELUSER " + user);
+  redis_cli(0, "DEL " + key + ":fencing");
+}
+
 redis::redlock_options contended_redlock_options() {
   redis::redlock_options o;
   o.fencing = true;
@@ -255,6 +292,7 @@ BOOST_AUTO_TEST_CASE(lock_tokens_strictly_increase_across_competing_clients) { r
 BOOST_AUTO_TEST_CASE(redlock_tokens_strictly_increase_across_competing_clients) { run(redlock_tokens); }
 BOOST_AUTO_TEST_CASE(without_fencing_there_is_no_token_and_no_counter) { run(unfenced_locks_have_no_token); }
 BOOST_AUTO_TEST_CASE(a_paused_holder_is_refused_by_fenced_set) { run(paused_holder_is_refused); }
+BOOST_AUTO_TEST_CASE(a_fenced_acquire_whose_multi_is_refused_leaves_no_key) { run(refused_multi_leaves_no_key); }
 BOOST_AUTO_TEST_CASE(fenced_eval_runs_its_body_only_for_a_current_token) {
   run(fenced_eval_runs_only_for_a_current_token);
 }
