@@ -47,10 +47,11 @@ void set_command(request& r, encoded_command cmd) {
   r.replies = cmd.replies;
 }
 
-// A fan-out sends one encoded command to every master: copied into the
-// recycled request's buffer, which keeps its capacity (no allocation).
-void copy_command(request& r, const encoded_command& cmd) {
-  r.wire.assign(cmd.wire);
+// A fan-out sends one encoded command to every master: each request borrows
+// its bytes (the fan-out, their sink, keeps them while they are owed) rather
+// than copying them into a buffer of its own, which would be cold by then.
+void borrow_command(request& r, const encoded_command& cmd) {
+  r.borrowed = cmd.wire;
   r.script = cmd.script;
   r.tail_offset = cmd.tail_offset;
   r.replies = cmd.replies;
@@ -62,7 +63,7 @@ request_handle connection_access::send(connection& c, const encoded_command& cmd
                                        std::size_t index, bool on_executor) {
   auto& impl = *c.impl_;
   request_ptr r = on_executor ? impl.make_request() : std::make_shared<request>();
-  copy_command(*r, cmd);
+  borrow_command(*r, cmd);
   r->answer_to(std::move(sink), index, on_executor);
   request_handle handle{r, r->generation};
   if (on_executor) impl.enqueue(std::move(r));

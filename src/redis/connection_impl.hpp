@@ -66,7 +66,8 @@ struct connection_access {
   // For Redlock's fan-outs, which abandon commands themselves (no
   // cancellation slot). `on_executor`: the caller runs on the connection's
   // executor and so does the sink, which then gets replies in place. Returns
-  // a handle for abandon().
+  // a handle for abandon(). `cmd` belongs to `sink` and must not change
+  // while the request is owed: the request borrows its bytes.
   static request_handle send(connection& c, const encoded_command& cmd, std::shared_ptr<reply_sink> sink,
                              std::size_t index, bool on_executor);
   // The request gets operation_aborted unless it has completed; the reply,

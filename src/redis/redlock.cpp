@@ -44,8 +44,8 @@ class extend_op final : public fanout {
     auto ttl = std::to_string(ttl_.count());
     auto tail = connection::eval_tail({std::string_view(owner_->key)},
                                       {std::string_view(owner_->hold.token()), std::string_view(ttl)});
-    auto extend = encode_eval(extend_script(), tail);
-    for (std::size_t i = 0; i < owner_->masters.size(); ++i) send(i, extend);
+    set_command(encode_eval(extend_script(), tail));
+    for (std::size_t i = 0; i < owner_->masters.size(); ++i) send(i);
     arm_deadline();
   }
 

@@ -52,13 +52,13 @@ class fencing_write_back final : public fanout {
       : fanout(std::move(owner)), token_(token), needed_(needed), report_(std::move(report)) {}
 
   void send_to(std::size_t index) {
-    if (!command_) {
+    if (!has_command()) {
       auto text = std::to_string(token_);
-      command_ = encode_eval(fencing_write_back_script(),
-                             connection::eval_tail({std::string_view(owner_->counter_key)}, {std::string_view(text)}));
+      set_command(encode_eval(fencing_write_back_script(),
+                              connection::eval_tail({std::string_view(owner_->counter_key)}, {std::string_view(text)})));
     }
     ++asked_;
-    send(index, *command_);
+    send(index);
   }
   void start() {
     if (asked_ < needed_) return finish(dlock::error::no_quorum);
@@ -80,7 +80,6 @@ class fencing_write_back final : public fanout {
   std::int64_t token_;
   std::size_t needed_;
   report_function report_;
-  std::optional<encoded_command> command_;
   std::size_t asked_ = 0, confirmed_ = 0, failed_ = 0;
 };
 
@@ -97,8 +96,8 @@ class acquire_attempt final : public fanout {
         report_(*owner_, round_kind::acquire) {}
 
   void start() {
-    command_ = attempt_command();
-    for (std::size_t i = 0; i < owner_->masters.size(); ++i) send(i, command_);
+    set_command(attempt_command());
+    for (std::size_t i = 0; i < owner_->masters.size(); ++i) send(i);
     arm_deadline();
   }
 
@@ -133,7 +132,6 @@ class acquire_attempt final : public fanout {
   redlock_round round_;
   std::shared_ptr<lock_op> op_;
   std::string token_;  // fresh for every attempt
-  encoded_command command_;
   boost::container::small_vector<bool, 7> resent_;  // after NOSCRIPT, once per master
   error_code write_back_failure_;
   round_report report_;
@@ -287,7 +285,7 @@ void acquire_attempt::on_answer(std::size_t index, error_code ec, const reply& a
   bool not_run = ec == redis::error::script_not_run || ec == redis::error::no_script;
   if (not_run && !deadline_passed()) {  // the script did not run: send it again, once
     resent_.resize(owner_->masters.size(), false);
-    if (!std::exchange(resent_[index], true)) return send(index, command_);
+    if (!std::exchange(resent_[index], true)) return send(index);
   }
   bool was_decided = round_.decided();
   auto answered = classify(ec, answer, owner_->options.fencing);

@@ -216,10 +216,10 @@ void fanout::track(std::size_t index) {
   }
 }
 
-void fanout::send(std::size_t index, const encoded_command& cmd) {
+void fanout::send(std::size_t index) {
   track(index);
-  masters_[index].request =
-      connection_access::send(*owner_->masters[index], cmd, shared_from_this(), index, owner_->shares_executor[index]);
+  masters_[index].request = connection_access::send(*owner_->masters[index], command_, shared_from_this(), index,
+                                                    owner_->shares_executor[index]);
 }
 
 void fanout::arm_deadline() {
@@ -320,15 +320,16 @@ void release_fanout::count_as_cleanup() {
 void release_fanout::start() {
   count_as_cleanup();
   asked_ = owner_->masters.size();
-  auto release = release_command();
-  for (std::size_t i = 0; i < asked_; ++i) send(i, release);
+  set_command(release_command());
+  for (std::size_t i = 0; i < asked_; ++i) send(i);
   arm_deadline();
 }
 
 void release_fanout::start(std::size_t master) {
   count_as_cleanup();
   asked_ = 1;
-  send(master, release_command());
+  set_command(release_command());
+  send(master);
   arm_deadline();
 }
 
@@ -341,7 +342,7 @@ void release_fanout::on_answer(std::size_t index, error_code ec, const reply& an
   bool not_run = ec == redis::error::script_not_run || ec == redis::error::no_script;
   if (not_run && !deadline_passed() && resent_ < asked_) {
     ++resent_;  // the server did not run it: send it again
-    return send(index, release_command());
+    return send(index);
   }
   if (ec) {
     ++broken_;

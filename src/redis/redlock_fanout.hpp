@@ -154,7 +154,12 @@ class fanout : public reply_sink, public std::enable_shared_from_this<fanout> {
   virtual void on_deadline() {}
   virtual void on_all_answered() {}
 
-  void send(std::size_t index, const encoded_command& cmd);
+  /// The one command every send() sends: set once, before the first send,
+  /// and never changed, as the requests borrow its bytes while they are
+  /// owed (this fan-out, their sink, lives that long).
+  void set_command(encoded_command cmd) noexcept { command_ = std::move(cmd); }
+  bool has_command() const noexcept { return !command_.wire.empty(); }
+  void send(std::size_t index);
   void arm_deadline();
   void abandon_pending();
   bool deadline_passed() const noexcept { return deadline_passed_; }
@@ -170,6 +175,7 @@ class fanout : public reply_sink, public std::enable_shared_from_this<fanout> {
     bool in_flight = false;
   };
   boost::container::small_vector<master_state, 7> masters_;  // inline for up to 7 masters
+  encoded_command command_;
   std::size_t pending_ = 0;
   redlock_impl::deadline_list::iterator watch_{};
   bool watched_ = false;

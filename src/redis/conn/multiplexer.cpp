@@ -10,17 +10,18 @@ namespace {
 // The EVAL form of an EVALSHA request (same array length and tail), in
 // r.eval_wire (its buffer reused).
 void build_eval_form(request& r) {
-  auto header_end = r.wire.find("\r\n") + 2;
+  std::string_view wire = r.bytes();
+  auto header_end = wire.find("\r\n") + 2;
   std::string& out = r.eval_wire;
   out.clear();
-  out.reserve(r.wire.size() + r.script->source.size() + 16);
-  out.append(r.wire, 0, header_end);
+  out.reserve(wire.size() + r.script->source.size() + 16);
+  out.append(wire.substr(0, header_end));
   out += "$4\r\nEVAL\r\n$";
   out += std::to_string(r.script->source.size());
   out += "\r\n";
   out += r.script->source;
   out += "\r\n";
-  out.append(r.wire, r.tail_offset, std::string::npos);
+  out.append(wire.substr(r.tail_offset));
 }
 
 }  // namespace
@@ -40,6 +41,7 @@ void multiplexer::recycle(request_ptr r) {
   constexpr std::size_t max_spares = 256;
   if (r.use_count() != 1 || spare_.size() >= max_spares) return;
   r->wire.clear();
+  r->borrowed = {};
   r->eval_wire.clear();
   r->script.reset();
   r->tail_offset = 0;
@@ -70,7 +72,7 @@ std::size_t multiplexer::prepare_write() {
   auto skip = [](const request_ptr& r) { return !r->owed; };
   std::size_t n = queue_.stage_each(skip, [this](const request_ptr& r) {
     if (r->script) choose_script_form(*r);
-    out_ += r->use_eval ? r->eval_wire : r->wire;
+    out_ += r->use_eval ? std::string_view(r->eval_wire) : r->bytes();
     r->replies_left = r->replies;
     commands_ += r->replies;
   });

@@ -19,6 +19,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace dlock::redis::detail {
 
@@ -81,7 +82,11 @@ class completion_target {
 };
 
 struct request {
-  std::string wire;       // RESP bytes (EVALSHA form for scripts)
+  std::string wire;       // RESP bytes (EVALSHA form for scripts), unless borrowed
+  // Or the bytes of a command its sink owns (a Redlock fan-out sends one
+  // command to every master): valid while the request is owed, as the sink
+  // lives as long as it is owed one, and read only then (staged, resent).
+  std::string_view borrowed;
   std::string eval_wire;  // EVAL form, built when the script is not known loaded
   std::shared_ptr<const redis::script::data> script;
   std::size_t tail_offset = 0;  // where numkeys starts in `wire`
@@ -107,6 +112,7 @@ struct request {
     target.set(std::move(sink), index, in_place);
     owed = true;
   }
+  std::string_view bytes() const noexcept { return borrowed.empty() ? std::string_view(wire) : borrowed; }
   // True the first time only: the caller then completes it.
   bool settle() noexcept {
     bool was = owed;

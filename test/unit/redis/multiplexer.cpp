@@ -221,7 +221,8 @@ BOOST_AUTO_TEST_CASE(answered_requests_are_reused_with_clean_buffers) {
   m.recycle(std::move(answered.request));
   auto again = m.make_request();
   BOOST_TEST(again.get() == object);
-  BOOST_TEST((again->wire.empty() && again->eval_wire.empty() && !again->script && !again->use_eval));
+  BOOST_TEST((again->wire.empty() && again->borrowed.empty() && again->eval_wire.empty() && !again->script &&
+              !again->use_eval));
   BOOST_TEST((again->deadline == steady::time_point::max() && !again->owed));
 }
 
@@ -267,6 +268,41 @@ BOOST_AUTO_TEST_CASE(noscript_with_nothing_written_after_is_resent_as_eval_first
   BOOST_TEST(bytes.find("LATER") > bytes.find("return 1"));
   auto done = m.on_reply(redis::reply::make_integer(1));
   BOOST_TEST((done.what == kind::complete && done.request == r && !done.ec));
+}
+
+// A Redlock fan-out's requests borrow the bytes of the one command their
+// sink owns: written from there, an EVAL form built from there, and nothing
+// of the borrow left once the request is reused.
+BOOST_AUTO_TEST_CASE(a_borrowed_command_is_written_from_its_owner_and_forgotten_on_reuse) {
+  multiplexer m(0ms);
+  redis::script s("return 1");
+  add_script(m, s, "a");
+  write_all(m);
+  m.on_reply(redis::reply::make_integer(1));  // EVAL: loaded
+  redis::command tail;
+  tail.arg(std::size_t(1)).arg("borrowed-key");
+  const std::string head = "*3\r\n$7\r\nEVALSHA\r\n$40\r\n" + s.shared()->sha1 + "\r\n";
+  const std::string owner = head + std::string(tail.body());  // the sink's command
+  auto r = make(m, "");
+  r->borrowed = owner;
+  r->tail_offset = head.size();
+  r->script = s.shared();
+  auto* object = r.get();
+  m.add(r, t0);
+  BOOST_TEST(write_all(m) == owner);
+  BOOST_TEST(r->wire.empty(), "no copy of its own");
+  auto answer = m.on_reply(redis::reply::make_error("NOSCRIPT No matching script"));
+  BOOST_TEST((answer.what == kind::resend));
+  auto bytes = write_all(m);
+  BOOST_TEST((is_eval(bytes) && bytes.find("return 1") != std::string::npos &&
+              bytes.find("borrowed-key") != std::string::npos));
+  auto done = m.on_reply(redis::reply::make_integer(1));
+  BOOST_TEST((done.what == kind::complete && done.request == r));
+  r.reset();
+  m.recycle(std::move(done.request));
+  auto again = m.make_request();
+  BOOST_TEST(again.get() == object);
+  BOOST_TEST((again->borrowed.empty() && again->bytes().empty()));
 }
 
 BOOST_AUTO_TEST_CASE(noscript_with_later_commands_written_is_script_not_run_and_forgets_loaded_scripts) {
