@@ -86,7 +86,7 @@ struct observations {
     where[slot] = "started";
     return &where[slot];
   }
-  std::array<const char*, max_contenders> names{};
+  std::array<std::atomic<const char*>, max_contenders> names{};
 
   void note_thread() {
     std::lock_guard lock(mutex);
@@ -115,7 +115,7 @@ void report_hang(const observations& seen) {
   std::fprintf(stderr, "threads: the case hung (%d contender(s) still running, stop %d, losses %d)\n",
                seen.running.load(), int(seen.stop.load()), seen.losses.load());
   for (int i = 0; i < seen.contenders && i < observations::max_contenders; ++i)
-    std::fprintf(stderr, "  %s: %s\n", seen.names[i], seen.where[i].load());
+    std::fprintf(stderr, "  %s: %s\n", seen.names[i].load(), seen.where[i].load());
   std::fflush(stderr);
   std::abort();
 }
