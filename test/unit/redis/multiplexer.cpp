@@ -72,6 +72,13 @@ request_ptr add_script(multiplexer& m, const redis::script& s, std::string key) 
   return r;
 }
 
+// A first use of `s` (as EVAL) answered: the session has it loaded.
+void load(multiplexer& m, const redis::script& s) {
+  add_script(m, s, "first");
+  write_all(m);
+  m.on_reply(redis::reply::make_integer(1));
+}
+
 bool is_eval(const std::string& bytes) { return bytes.find("$4\r\nEVAL\r\n") != std::string::npos; }
 bool is_evalsha(const std::string& bytes) { return bytes.find("EVALSHA") != std::string::npos; }
 
@@ -253,9 +260,7 @@ BOOST_AUTO_TEST_CASE(a_script_goes_as_eval_once_per_session_then_as_evalsha) {
 BOOST_AUTO_TEST_CASE(noscript_with_nothing_written_after_is_resent_as_eval_first) {
   multiplexer m(0ms);
   redis::script s("return 1");
-  add_script(m, s, "a");
-  write_all(m);
-  m.on_reply(redis::reply::make_integer(1));  // EVAL: loaded
+  load(m, s);
   auto r = add_script(m, s, "b");
   auto sent = write_all(m);
   BOOST_TEST((is_evalsha(sent) && !is_eval(sent)));
@@ -276,9 +281,7 @@ BOOST_AUTO_TEST_CASE(noscript_with_nothing_written_after_is_resent_as_eval_first
 BOOST_AUTO_TEST_CASE(a_borrowed_command_is_written_from_its_owner_and_forgotten_on_reuse) {
   multiplexer m(0ms);
   redis::script s("return 1");
-  add_script(m, s, "a");
-  write_all(m);
-  m.on_reply(redis::reply::make_integer(1));  // EVAL: loaded
+  load(m, s);
   redis::command tail;
   tail.arg(std::size_t(1)).arg("borrowed-key");
   const std::string head = "*3\r\n$7\r\nEVALSHA\r\n$40\r\n" + s.shared()->sha1 + "\r\n";
@@ -308,9 +311,7 @@ BOOST_AUTO_TEST_CASE(a_borrowed_command_is_written_from_its_owner_and_forgotten_
 BOOST_AUTO_TEST_CASE(noscript_with_later_commands_written_is_script_not_run_and_forgets_loaded_scripts) {
   multiplexer m(0ms);
   redis::script s("return 1");
-  add_script(m, s, "a");
-  write_all(m);
-  m.on_reply(redis::reply::make_integer(1));
+  load(m, s);
   auto r = add_script(m, s, "b");
   add(m, "AFTER");
   write_all(m);
