@@ -34,10 +34,8 @@ constexpr std::size_t sequence_suffix_room = 16;
 /// Codes the C client gives every operation of a request that got no
 /// answer, or that the server refused as a whole: no operation is to blame.
 bool whole_request_error(int rc) noexcept {
+  if (lost_with_the_connection(rc)) return true;
   switch (rc) {
-    case ZCONNECTIONLOSS:
-    case ZOPERATIONTIMEOUT:
-    case ZRUNTIMEINCONSISTENCY:  // for the whole request: the C client's, see lost_with_the_connection
     case ZCLOSING:
     case ZSESSIONEXPIRED:
     case ZAUTHFAILED:
@@ -77,11 +75,10 @@ class multi_request : public request<multi_result> {
     multi_result r;
     r.results.resize(ops_.size());
     for (std::size_t i = 0; i < ops_.size(); ++i) {
-      // Per operation, ZRUNTIMEINCONSISTENCY is the server's "not attempted",
-      // unless the whole request had it (lost with the connection).
+      // An answered transaction's codes are the server's, ZRUNTIMEINCONSISTENCY
+      // included ("not attempted"); an unanswered one's are the request's.
       int err = c_results_[i].err;
-      if (err == ZRUNTIMEINCONSISTENCY && rc != ZRUNTIMEINCONSISTENCY) r.results[i].error = make_error_code_from_c(err);
-      else if (err != ZOK) r.results[i].error = reply_error(err);
+      if (err != ZOK) r.results[i].error = whole_request_error(rc) ? reply_error(err) : make_error_code_from_c(err);
       // Only a committed transaction has paths and stats to report.
       if (rc != ZOK) continue;
       if (ops_[i].type == op::kind::create) r.results[i].path = path_buffers_[i].c_str();

@@ -118,24 +118,10 @@ class zk_cutting_proxy {
   /// While on, nothing is forwarded either way and nothing is closed.
   void black_hole(bool on) { state_->black_holed = on; }
   /// Drops every open connection now.
-  void cut_all() {
-    std::promise<void> done;
-    boost::asio::post(io_, [s = state_, &done] {
-      s->close_all();
-      done.set_value();
-    });
-    done.get_future().wait();
-  }
+  void cut_all() { close_every_link(false); }
   /// Resets every open connection now: the client gets an RST, not a FIN,
   /// so its very next write fails (a crashed peer, a middlebox's reset).
-  void reset_all() {
-    std::promise<void> done;
-    boost::asio::post(io_, [s = state_, &done] {
-      s->close_all(true);
-      done.set_value();
-    });
-    done.get_future().wait();
-  }
+  void reset_all() { close_every_link(true); }
   /// Faults injected so far (cuts, drops and holds).
   int cuts() const { return state_->cuts; }
   /// Reads from a server that arrived while a hold was on: replies the
@@ -226,6 +212,16 @@ class zk_cutting_proxy {
   using state_ptr = std::shared_ptr<state>;
 
   static constexpr auto with_ec = boost::asio::as_tuple(boost::asio::deferred);
+
+  // On the proxy's thread; returns once done.
+  void close_every_link(bool reset) {
+    std::promise<void> done;
+    boost::asio::post(io_, [s = state_, &done, reset] {
+      s->close_all(reset);
+      done.set_value();
+    });
+    done.get_future().wait();
+  }
   static constexpr std::uint32_t max_frame_length = 1u << 20;
 
   static boost::asio::awaitable<void> accept_loop(state_ptr s) {

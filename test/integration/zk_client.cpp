@@ -479,10 +479,8 @@ asio::awaitable<void> requests_on_a_socket_dropped_after_a_failed_write(std::str
   auto failed = std::make_shared<outcome>();   // its write meets the reset
   proxy.hold_replies(dlock::test::zk_opcode::exists, std::chrono::seconds(2));
   c.exists(node, [written](error_code ec, std::optional<zk::stat>) { *written = {true, ec}; });
-  for (int i = 0; i < 500 && proxy.forwarded(dlock::test::zk_opcode::exists) == 0; ++i) {
-    asio::steady_timer pause(executor, std::chrono::milliseconds(10));
-    co_await pause.async_wait(tuple);
-  }
+  for (int i = 0; i < 500 && proxy.forwarded(dlock::test::zk_opcode::exists) == 0; ++i)
+    co_await dlock::test::sleep_for(std::chrono::milliseconds(10));
   BOOST_REQUIRE(proxy.forwarded(dlock::test::zk_opcode::exists) == 1);
   // On the client's strand, so that it reads nothing in between: the reset
   // reaches the socket, then the next request's write fails on it.
@@ -491,10 +489,8 @@ asio::awaitable<void> requests_on_a_socket_dropped_after_a_failed_write(std::str
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     c.exists(node, [failed](error_code ec, std::optional<zk::stat>) { *failed = {true, ec}; });
   });
-  for (int i = 0; i < 3000 && !(written->done && failed->done); ++i) {
-    asio::steady_timer pause(executor, std::chrono::milliseconds(10));
-    co_await pause.async_wait(tuple);
-  }
+  for (int i = 0; i < 3000 && !(written->done && failed->done); ++i)
+    co_await dlock::test::sleep_for(std::chrono::milliseconds(10));
   BOOST_REQUIRE(written->done && failed->done);
   for (auto& [name, o] : {std::pair{"written", written}, std::pair{"failed", failed}}) {
     BOOST_TEST((o->ec == zk::error::connection_loss), name << ": " << o->ec.message());

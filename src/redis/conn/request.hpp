@@ -89,7 +89,7 @@ struct request {
   std::string_view borrowed;
   std::string eval_wire;  // EVAL form, built when the script is not known loaded
   std::shared_ptr<const redis::script::data> script;
-  std::size_t tail_offset = 0;  // where numkeys starts in `wire`
+  std::size_t tail_offset = 0;  // where numkeys starts in bytes()
   // How many replies `wire` draws: more than one for a MULTI ... EXEC block,
   // which is answered with its last reply (EXEC's) and takes the others.
   std::uint32_t replies = 1;
