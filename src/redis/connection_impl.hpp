@@ -20,6 +20,7 @@
 #include <memory>
 #include <optional>
 #include <string_view>
+#include <vector>
 
 namespace boost::asio::ssl {
 class context;
@@ -161,7 +162,7 @@ class connection_impl : public reply_sink, public std::enable_shared_from_this<c
   multiplexer mux_;
   lifecycle life_;
   asio::ip::tcp::resolver resolver_;
-  asio::ip::tcp::resolver::results_type endpoints_;
+  std::vector<asio::ip::tcp::endpoint> endpoints_;  // the last attempt's, resolved or given
   asio::ip::tcp::socket socket_;
   std::unique_ptr<asio::ssl::context> tls_context_;  // made at the first TLS connect
   // The TLS session over socket_, new for every connection. Operations in

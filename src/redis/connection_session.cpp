@@ -11,6 +11,8 @@
 #include "redis/token.hpp"
 
 #include <boost/asio/connect.hpp>
+#include <boost/asio/ip/address.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/ssl/context.hpp>
 #include <boost/asio/ssl/host_name_verification.hpp>
 #include <boost/asio/ssl/stream.hpp>
@@ -108,10 +110,23 @@ void connection_impl::after_failure(const lifecycle::action& a) {
 void connection_impl::begin_attempt() {
   publish();  // connecting
   arm_connect_timer();
+  // An address needs no lookup. Asio's resolver works on a thread of its
+  // own, which a program that names no host should not get: dlock promises
+  // no extra threads, and in a process that ever had two, glibc makes every
+  // shared_ptr count an atomic (locked) instruction.
+  error_code not_an_address;
+  auto address = asio::ip::make_address(opts_.host, not_an_address);
+  if (!not_an_address) {
+    endpoints_.assign(1, asio::ip::tcp::endpoint(address, opts_.port));
+    asio::post(executor_, [self = shared_from_this(), attempt = life_.attempt()] {
+      self->perform(self->life_.on_resolved(attempt, error_code()));
+    });
+    return;
+  }
   resolver_.async_resolve(opts_.host, std::to_string(opts_.port),
                           [self = shared_from_this(), attempt = life_.attempt()](
                               error_code ec, asio::ip::tcp::resolver::results_type endpoints) {
-                            self->endpoints_ = std::move(endpoints);
+                            self->endpoints_.assign(endpoints.begin(), endpoints.end());
                             self->perform(self->life_.on_resolved(attempt, ec));
                           });
 }

@@ -18,6 +18,7 @@
 #include <boost/asio/write.hpp>
 
 #include <array>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -633,6 +634,40 @@ asio::awaitable<void> unexpected_bytes_reset_the_connection(asio::any_io_executo
   BOOST_CHECK_EQUAL(r.string(), "after");
   co_await must(c, "DEL", key + "-behind");
 }
+
+std::size_t threads_of_this_process() {
+  std::size_t n = 0;
+  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator("/proc/self/task")) ++n;
+  return n;
+}
+
+// Asio's resolver works on a thread of its own. A connection to an address
+// must not start it (dlock adds no threads, and a second thread makes every
+// shared_ptr count in the process atomic); a host name still resolves.
+asio::awaitable<void> an_address_starts_no_resolver_thread(asio::any_io_executor ex) {
+  auto o = master_options();
+  error_code not_an_address;
+  asio::ip::make_address(o.host, not_an_address);
+  if (not_an_address) {
+    BOOST_TEST_MESSAGE("DLOCK_REDIS_MASTERS names a host, not an address: nothing to check");
+    co_return;
+  }
+  auto before = threads_of_this_process();
+  redis::connection by_address(ex, o);
+  auto [ec] = co_await by_address.connect(tuple_token);
+  BOOST_REQUIRE_MESSAGE(!ec, ec.message());
+  BOOST_CHECK_EQUAL(threads_of_this_process(), before);
+  auto r = co_await must(by_address, "PING");
+  BOOST_CHECK(r.is_status());
+
+  if (o.host != "127.0.0.1") co_return;  // "localhost" names this one
+  o.host = "localhost";
+  redis::connection by_name(ex, o);
+  auto [named_ec] = co_await by_name.connect(tuple_token);
+  BOOST_REQUIRE_MESSAGE(!named_ec, named_ec.message());
+  r = co_await must(by_name, "PING");
+  BOOST_CHECK(r.is_status());
+}
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(redis_connection)
@@ -657,5 +692,6 @@ BOOST_AUTO_TEST_CASE(noscript_never_reorders_a_script_after_later_commands) {
 BOOST_AUTO_TEST_CASE(unexpected_bytes_fail_pending_commands_with_connection_lost) {
   run(&unexpected_bytes_reset_the_connection);
 }
+BOOST_AUTO_TEST_CASE(an_address_needs_no_resolver_thread) { run(&an_address_starts_no_resolver_thread); }
 
 BOOST_AUTO_TEST_SUITE_END()
