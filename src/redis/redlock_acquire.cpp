@@ -233,11 +233,11 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
   }
 
   // acquire_for(limit): retry until `limit`, whatever the options say.
+  // The clock is read only for a deadline.
   static retry_schedule schedule_for(const redlock_options& o, std::optional<milliseconds> wait) {
-    auto now = redlock_clock::now();
-    if (wait) return retry_schedule(-1, o.retry_delay, o.retry_jitter, now + *wait);
+    if (wait) return retry_schedule(-1, o.retry_delay, o.retry_jitter, redlock_clock::now() + *wait);
     std::optional<redlock_clock::time_point> deadline;
-    if (o.wait_limit > milliseconds::zero()) deadline = now + o.wait_limit;
+    if (o.wait_limit > milliseconds::zero()) deadline = redlock_clock::now() + o.wait_limit;
     return retry_schedule(o.retry_count, o.retry_delay, o.retry_jitter, deadline);
   }
 

@@ -144,7 +144,9 @@ redlock_impl::deadline_list::iterator redlock_impl::watch(std::shared_ptr<fanout
   if (spare_deadlines_.empty()) spare_deadlines_.emplace_back();
   deadlines_.splice(deadlines_.end(), spare_deadlines_, spare_deadlines_.begin());
   auto it = std::prev(deadlines_.end());
-  *it = {redlock_clock::now() + options.master_timeout, std::move(op)};
+  // The read's clock while replies are handed out: a deadline a little
+  // early, never late, and one clock reading fewer per fan-out.
+  *it = {recent_now() + options.master_timeout, std::move(op)};
   arm_deadline_timer();
   return it;
 }
@@ -218,7 +220,7 @@ void fanout::track(std::size_t index) {
 
 void fanout::send(std::size_t index) {
   track(index);
-  masters_[index].request = connection_access::send(*owner_->masters[index], command_, shared_from_this(), index,
+  static_cast<request_handle&>(masters_[index]) = connection_access::send(*owner_->masters[index], command_, shared_from_this(), index,
                                                     owner_->shares_executor[index]);
 }
 
@@ -238,7 +240,7 @@ void fanout::expire() {
 
 void fanout::abandon_pending() {
   for (std::size_t i = 0; i < masters_.size(); ++i)
-    if (masters_[i].in_flight) connection_access::abandon(*owner_->masters[i], masters_[i].request);
+    if (masters_[i].in_flight) connection_access::abandon(*owner_->masters[i], masters_[i]);
 }
 
 void fanout::on_reply(std::size_t index, error_code ec, const reply& answer) {
@@ -271,39 +273,43 @@ master_answer answer_of(master_outcome outcome) noexcept {
 
 }  // namespace
 
-round_report::round_report(const redlock_impl& owner, round_kind kind) : kind_(kind) {
+round_report::round_report(const redlock_impl& owner, round_kind kind) {
   if (!owner.observed) return;
-  for (const auto& name : owner.names) votes_.push_back({name, master_answer::timed_out, {}, {}});
-  answered_.assign(owner.names.size(), false);
+  votes_ = std::make_unique<votes>();
+  votes_->kind = kind;
+  for (const auto& name : owner.names) votes_->of_master.push_back({name, master_answer::timed_out, {}, {}});
+  votes_->answered.assign(owner.names.size(), false);
 }
 
 void round_report::answered(std::size_t index, master_outcome outcome, error_code ec,
                             redlock_clock::time_point start) {
-  if (votes_.empty() || std::exchange(answered_[index], true)) return;
-  auto& vote = votes_[index];
+  if (!votes_ || std::exchange(votes_->answered[index], true)) return;
+  auto& vote = votes_->of_master[index];
   vote.answer = answer_of(outcome);
   vote.error = ec;
   vote.latency = redlock_clock::now() - start;
 }
 
 void round_report::time_out_pending(redlock_clock::time_point start) {
-  if (votes_.empty()) return;
+  if (!votes_) return;
   auto late = redlock_clock::now() - start;
-  for (std::size_t i = 0; i < votes_.size(); ++i) {
-    if (std::exchange(answered_[i], true)) continue;
-    votes_[i] = {votes_[i].master, master_answer::timed_out, make_error_code(dlock::error::timed_out), late};
+  for (std::size_t i = 0; i < votes_->of_master.size(); ++i) {
+    if (std::exchange(votes_->answered[i], true)) continue;
+    auto& vote = votes_->of_master[i];
+    vote = {vote.master, master_answer::timed_out, make_error_code(dlock::error::timed_out), late};
   }
 }
 
 void round_report::decided(error_code decision, redlock_clock::time_point start) {
-  if (votes_.empty()) return;
-  decision_ = decision;
-  decided_after_ = redlock_clock::now() - start;
+  if (!votes_) return;
+  votes_->decision = decision;
+  votes_->decided_after = redlock_clock::now() - start;
 }
 
 void round_report::settled(const redlock_impl& owner) {
-  if (votes_.empty() || std::exchange(told_, true)) return;
-  owner.observed.to()->on_redlock_round({owner.observed.id(), kind_, decision_, decided_after_, votes_});
+  if (!votes_ || std::exchange(votes_->told, true)) return;
+  owner.observed.to()->on_redlock_round(
+      {owner.observed.id(), votes_->kind, votes_->decision, votes_->decided_after, votes_->of_master});
 }
 
 // -------------------------------------------------------------- release_fanout

@@ -170,20 +170,25 @@ class fanout : public reply_sink, public std::enable_shared_from_this<fanout> {
  private:
   void track(std::size_t index);
 
-  struct master_state {
-    request_handle request;  // the last command sent, to abandon it
+  // What every answer reads comes first, the command (read when sending
+  // only) last: 64 clients' fan-outs in flight must share the cache.
+  std::size_t pending_ = 0;
+  bool watched_ = false;
+  bool deadline_passed_ = false;
+  redlock_impl::deadline_list::iterator watch_{};
+  // The last command sent to the master, to abandon it (in_flight takes
+  // the handle's padding: 24 bytes a master).
+  struct master_state : request_handle {
     bool in_flight = false;
   };
   boost::container::small_vector<master_state, 7> masters_;  // inline for up to 7 masters
   encoded_command command_;
-  std::size_t pending_ = 0;
-  redlock_impl::deadline_list::iterator watch_{};
-  bool watched_ = false;
-  bool deadline_passed_ = false;
 };
 
 /// What the observer is told of one round (acquire or extend), once it
-/// settled: every master answered or timed out. Kept only when observed.
+/// settled: every master answered or timed out. Kept only when observed:
+/// otherwise it is one null pointer, so that a round's own state stays small
+/// (64 clients' rounds must fit the cache together).
 class round_report {
  public:
   round_report(const redlock_impl& owner, round_kind kind);
@@ -196,12 +201,15 @@ class round_report {
   void settled(const redlock_impl& owner);
 
  private:
-  boost::container::small_vector<master_vote, 7> votes_;
-  boost::container::small_vector<bool, 7> answered_;
-  round_kind kind_;
-  error_code decision_;
-  std::chrono::nanoseconds decided_after_{};
-  bool told_ = false;
+  struct votes {
+    boost::container::small_vector<master_vote, 7> of_master;
+    boost::container::small_vector<bool, 7> answered;
+    round_kind kind;
+    error_code decision;
+    std::chrono::nanoseconds decided_after{};
+    bool told = false;
+  };
+  std::unique_ptr<votes> votes_;
 };
 
 /// Compare-and-delete on some or all masters. With a handler, it completes as

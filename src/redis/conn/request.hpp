@@ -72,37 +72,43 @@ class completion_target {
  private:
   void complete_sink(completion how, error_code ec, reply&& value);
 
-  dlock::detail::op_base<void(error_code, reply)> op_;
+  // The sink first: dlock's own locks complete through it, most often.
   std::shared_ptr<reply_sink> sink_;
   std::size_t index_ = 0;
   // Run in place when its reply is read, not dispatched: a handler whose
   // executor is the connection's (see dlock::detail::runs_on), or a
   // continuation of dlock's own locks, which completes onward itself.
   bool in_place_ = false;
+  dlock::detail::op_base<void(error_code, reply)> op_;
 };
 
 struct request {
-  std::string wire;       // RESP bytes (EVALSHA form for scripts), unless borrowed
-  // Or the bytes of a command its sink owns (a Redlock fan-out sends one
-  // command to every master): valid while the request is owed, as the sink
-  // lives as long as it is owed one, and read only then (staged, resent).
-  std::string_view borrowed;
-  std::string eval_wire;  // EVAL form, built when the script is not known loaded
-  std::shared_ptr<const redis::script::data> script;
-  std::size_t tail_offset = 0;  // where numkeys starts in bytes()
-  // How many replies `wire` draws: more than one for a MULTI ... EXEC block,
-  // which is answered with its last reply (EXEC's) and takes the others.
-  std::uint32_t replies = 1;
-  std::uint32_t replies_left = 0;  // counted down as they are read
-  clock::time_point deadline = clock::time_point::max();
-  bool internal = false;  // handshake command, allowed while connecting
-  bool use_eval = false;  // sent (or to be sent) as EVAL
+  // What every step reads (staged, answered, completed, recycled) comes
+  // first, in about one cache line; the bytes a fan-out lends and the EVAL
+  // form are read once or not at all.
+
   // A completion is owed: set with the target, cleared once by settle() when
   // it is decided (answered, refused, abandoned, timed out, lost). A request
   // no longer owed is skipped if unwritten and its reply dropped if written.
   bool owed = false;
+  bool use_eval = false;  // sent (or to be sent) as EVAL
+  bool internal = false;  // handshake command, allowed while connecting
+  // How many replies the command draws: more than one for a MULTI ... EXEC
+  // block, which is answered with its last reply (EXEC's) and takes the others.
+  std::uint32_t replies = 1;
+  std::uint32_t replies_left = 0;  // counted down as they are read
   std::uint32_t generation = 0;  // bumped when reused: a late cancellation of its last use is ignored
+  // The bytes of a command its sink owns (a Redlock fan-out sends one
+  // command to every master): valid while the request is owed, as the sink
+  // lives as long as it is owed one, and read only then (staged, resent).
+  // Empty: the request's own `wire`.
+  std::string_view borrowed;
+  std::shared_ptr<const redis::script::data> script;
+  clock::time_point deadline = clock::time_point::max();
   completion_target target;
+  std::size_t tail_offset = 0;  // where numkeys starts in bytes()
+  std::string wire;       // RESP bytes (EVALSHA form for scripts), unless borrowed
+  std::string eval_wire;  // EVAL form, built when the script is not known loaded
 
   void answer_to(handler_type handler, bool in_place) {
     target.set(std::move(handler), in_place);

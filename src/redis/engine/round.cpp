@@ -64,15 +64,15 @@ const char* to_string(master_outcome outcome) noexcept {
 
 redlock_round::redlock_round(std::size_t masters, milliseconds ttl, drift_rule drift,
                              redlock_clock::time_point start, bool fencing)
-    : outcomes_(masters, master_outcome::pending),
+    : fencing_(fencing),
+      start_(start),
+      valid_until_(detail::valid_until(start, ttl, drift)),
+      outcomes_(masters, master_outcome::pending),
       late_(masters, false),
-      counters_(fencing ? masters : 0, no_counter),
-      fencing_(fencing),
       ttl_(ttl),
       drift_(drift),
-      start_(start),
-      valid_until_(detail::valid_until(start, ttl, drift)) {
-  tally_[static_cast<std::size_t>(master_outcome::pending)] = masters;
+      counters_(fencing ? masters : 0, no_counter) {
+  tally_[static_cast<std::size_t>(master_outcome::pending)] = static_cast<std::uint32_t>(masters);
 }
 
 milliseconds redlock_round::drift() const noexcept {

@@ -125,20 +125,22 @@ class redlock_round {
 
   void set(master_outcome& slot, master_outcome outcome) noexcept;
 
-  // Inline for up to 7 masters: a round per attempt allocates nothing.
-  boost::container::small_vector<master_outcome, 7> outcomes_;
-  std::array<std::size_t, 6> tally_{};  // masters per outcome, kept with outcomes_
-  boost::container::small_vector<bool, 7> late_;
-  boost::container::small_vector<std::int64_t, 7> counters_;  // with fencing
+  // What each answer reads first, the rest after: 64 clients' rounds in
+  // flight must share the cache. Inline for up to 7 masters: a round per
+  // attempt allocates nothing.
+  round_state state_ = round_state::pending;
   bool fencing_;
-  std::int64_t fencing_token_ = 0;
-  std::chrono::milliseconds ttl_;
-  drift_rule drift_;
+  std::array<std::uint32_t, 6> tally_{};  // masters per outcome, kept with outcomes_
   redlock_clock::time_point start_;
   redlock_clock::time_point valid_until_;
+  boost::container::small_vector<master_outcome, 7> outcomes_;
+  boost::container::small_vector<bool, 7> late_;
   std::chrono::milliseconds validity_at_decision_{0};
-  round_state state_ = round_state::pending;
   error_code failure_;
+  std::chrono::milliseconds ttl_;
+  drift_rule drift_;
+  std::int64_t fencing_token_ = 0;
+  boost::container::small_vector<std::int64_t, 7> counters_;  // with fencing
 };
 
 }  // namespace dlock::redis::detail
