@@ -89,11 +89,11 @@ class acquire_attempt final : public fanout {
  public:
   acquire_attempt(std::shared_ptr<redlock_impl> owner, std::shared_ptr<lock_op> op)
       : fanout(std::move(owner)),
+        report_(*owner_, round_kind::acquire),
         round_(owner_->masters.size(), owner_->options.ttl, owner_->hold_drift(), recent_now(),
                owner_->options.fencing),
         op_(std::move(op)),
-        token_(make_token()),
-        report_(*owner_, round_kind::acquire) {}
+        token_(make_token()) {}
 
   void start() {
     set_command(attempt_command());
@@ -129,12 +129,13 @@ class acquire_attempt final : public fanout {
   void written_back(error_code ec);
   encoded_command attempt_command() const;
 
+  // What every answer reads first (the report is a null pointer unless observed).
+  round_report report_;
   redlock_round round_;
   std::shared_ptr<lock_op> op_;
   std::string token_;  // fresh for every attempt
-  boost::container::small_vector<bool, 7> resent_;  // after NOSCRIPT, once per master
   error_code write_back_failure_;
-  round_report report_;
+  boost::container::small_vector<bool, 7> resent_;  // after NOSCRIPT, once per master
 };
 
 /// One acquire: the acquire machine's actions, until it holds the lock, gives

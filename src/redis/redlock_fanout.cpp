@@ -316,7 +316,7 @@ void round_report::settled(const redlock_impl& owner) {
 
 release_fanout::release_fanout(std::shared_ptr<redlock_impl> owner, std::string token, done_handler done,
                                bool in_place)
-    : fanout(std::move(owner)), token_(std::move(token)), done_(std::move(done)), in_place_(in_place) {}
+    : fanout(std::move(owner)), in_place_(in_place), done_(std::move(done)), token_(std::move(token)) {}
 
 void release_fanout::count_as_cleanup() {
   cleanup_ = !done_.has_handler();

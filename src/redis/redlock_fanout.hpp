@@ -236,12 +236,13 @@ class release_fanout final : public fanout {
 
   void count_as_cleanup();
 
-  std::string token_;
-  dlock::detail::op_base<void(error_code)> done_;  // none: a background release
+  // What every answer reads first.
+  std::size_t released_ = 0, not_ours_ = 0, broken_ = 0, asked_ = 0, resent_ = 0;
   bool in_place_;
   bool ends_release_ = false;
   bool cleanup_ = false;  // a background release: counted in cleanups_in_flight
-  std::size_t released_ = 0, not_ours_ = 0, broken_ = 0, asked_ = 0, resent_ = 0;
+  dlock::detail::op_base<void(error_code)> done_;  // none: a background release
+  std::string token_;
 };
 
 /// acquire(), try_acquire(), acquire_for() (redlock_acquire.cpp); from any thread.
