@@ -7,21 +7,23 @@
 namespace dlock::redis::detail {
 namespace {
 
-// The EVAL form of an EVALSHA request (same array length and tail), in
-// r.eval_wire (its buffer reused).
+// The EVAL form of an EVALSHA request (same array length and tail), which
+// then replaces the request's own bytes: built rarely (a script's first use
+// on a session, or after NOSCRIPT), so one buffer per request is enough.
 void build_eval_form(request& r) {
-  std::string_view wire = r.bytes();
-  auto header_end = wire.find("\r\n") + 2;
-  std::string& out = r.eval_wire;
-  out.clear();
-  out.reserve(wire.size() + r.script->source.size() + 16);
-  out.append(wire.substr(0, header_end));
+  std::string_view evalsha = r.bytes();
+  auto header_end = evalsha.find("\r\n") + 2;
+  std::string out;
+  out.reserve(evalsha.size() + r.script->source.size() + 16);
+  out.append(evalsha.substr(0, header_end));
   out += "$4\r\nEVAL\r\n$";
   out += std::to_string(r.script->source.size());
   out += "\r\n";
   out += r.script->source;
   out += "\r\n";
-  out.append(wire.substr(r.tail_offset));
+  out.append(evalsha.substr(r.tail_offset));
+  r.wire = std::move(out);
+  r.use_eval = true;
 }
 
 }  // namespace
@@ -42,7 +44,6 @@ void multiplexer::recycle(request_ptr r) {
   if (r.use_count() != 1 || spare_.size() >= max_spares) return;
   r->wire.clear();
   r->borrowed = {};
-  r->eval_wire.clear();
   r->script.reset();
   r->tail_offset = 0;
   r->replies = 1;
@@ -72,7 +73,7 @@ std::size_t multiplexer::prepare_write() {
   auto skip = [](const request_ptr& r) { return !r->owed; };
   std::size_t n = queue_.stage_each(skip, [this](const request_ptr& r) {
     if (r->script) choose_script_form(*r);
-    out_ += r->use_eval ? std::string_view(r->eval_wire) : r->bytes();
+    out_ += r->bytes();
     r->replies_left = r->replies;
     commands_ += r->replies;
   });
@@ -102,10 +103,7 @@ bool multiplexer::script_loaded(const script::data& s) const noexcept {
 
 void multiplexer::choose_script_form(request& r) {
   if (!r.use_eval && script_loaded(*r.script)) return;  // the usual case: EVALSHA
-  if (!r.use_eval) {
-    build_eval_form(r);
-    r.use_eval = true;
-  }
+  if (!r.use_eval) build_eval_form(r);
   constexpr std::size_t max_loaded = 64;  // many one-off scripts: start over rather than grow
   if (loaded_scripts_.size() >= max_loaded) loaded_scripts_.clear();
   if (!script_loaded(*r.script)) loaded_scripts_.push_back(r.script);
@@ -120,7 +118,6 @@ bool multiplexer::resend_as_eval(request_ptr& r) {
   loaded_scripts_.clear();
   if (queue_.in_flight_size() != 0) return false;
   build_eval_form(*r);
-  r->use_eval = true;
   queue_.push_first(std::move(r));
   return true;
 }

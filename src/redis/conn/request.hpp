@@ -53,7 +53,7 @@ class completion_target {
   }
   void set(std::shared_ptr<reply_sink> sink, std::size_t index, bool in_place) {
     sink_ = std::move(sink);
-    index_ = index;
+    index_ = static_cast<std::uint32_t>(index);
     in_place_ = in_place;
   }
   // A cancellation of the handler's slot runs `on_cancel` on `executor`, in
@@ -74,7 +74,7 @@ class completion_target {
 
   // The sink first: dlock's own locks complete through it, most often.
   std::shared_ptr<reply_sink> sink_;
-  std::size_t index_ = 0;
+  std::uint32_t index_ = 0;  // a master's index: never near 2^32
   // Run in place when its reply is read, not dispatched: a handler whose
   // executor is the connection's (see dlock::detail::runs_on), or a
   // continuation of dlock's own locks, which completes onward itself.
@@ -84,14 +84,14 @@ class completion_target {
 
 struct request {
   // What every step reads (staged, answered, completed, recycled) comes
-  // first, in about one cache line; the bytes a fan-out lends and the EVAL
-  // form are read once or not at all.
+  // first, in about one cache line; the request's own bytes are read once,
+  // or not at all when borrowed.
 
   // A completion is owed: set with the target, cleared once by settle() when
   // it is decided (answered, refused, abandoned, timed out, lost). A request
   // no longer owed is skipped if unwritten and its reply dropped if written.
   bool owed = false;
-  bool use_eval = false;  // sent (or to be sent) as EVAL
+  bool use_eval = false;  // sent (or to be sent) as EVAL, the form `wire` then holds
   bool internal = false;  // handshake command, allowed while connecting
   // How many replies the command draws: more than one for a MULTI ... EXEC
   // block, which is answered with its last reply (EXEC's) and takes the others.
@@ -106,9 +106,11 @@ struct request {
   std::shared_ptr<const redis::script::data> script;
   clock::time_point deadline = clock::time_point::max();
   completion_target target;
-  std::size_t tail_offset = 0;  // where numkeys starts in bytes()
-  std::string wire;       // RESP bytes (EVALSHA form for scripts), unless borrowed
-  std::string eval_wire;  // EVAL form, built when the script is not known loaded
+  std::size_t tail_offset = 0;  // where numkeys starts in the EVALSHA form
+  // The request's own RESP bytes: its command (the EVALSHA form for a
+  // script) unless borrowed; and, once built, a script's EVAL form, which
+  // replaces it (one buffer, so a request stays small).
+  std::string wire;
 
   void answer_to(handler_type handler, bool in_place) {
     target.set(std::move(handler), in_place);
@@ -118,7 +120,10 @@ struct request {
     target.set(std::move(sink), index, in_place);
     owed = true;
   }
-  std::string_view bytes() const noexcept { return borrowed.empty() ? std::string_view(wire) : borrowed; }
+  // What to write: the EVAL form once built, else the command, borrowed or own.
+  std::string_view bytes() const noexcept {
+    return borrowed.empty() || use_eval ? std::string_view(wire) : borrowed;
+  }
   // True the first time only: the caller then completes it.
   bool settle() noexcept {
     bool was = owed;

@@ -228,7 +228,7 @@ BOOST_AUTO_TEST_CASE(answered_requests_are_reused_with_clean_buffers) {
   m.recycle(std::move(answered.request));
   auto again = m.make_request();
   BOOST_TEST(again.get() == object);
-  BOOST_TEST((again->wire.empty() && again->borrowed.empty() && again->eval_wire.empty() && !again->script &&
+  BOOST_TEST((again->wire.empty() && again->borrowed.empty() && again->bytes().empty() && !again->script &&
               !again->use_eval));
   BOOST_TEST((again->deadline == steady::time_point::max() && !again->owed));
 }
