@@ -144,9 +144,7 @@ redlock_impl::deadline_list::iterator redlock_impl::watch(std::shared_ptr<fanout
   if (spare_deadlines_.empty()) spare_deadlines_.emplace_back();
   deadlines_.splice(deadlines_.end(), spare_deadlines_, spare_deadlines_.begin());
   auto it = std::prev(deadlines_.end());
-  // The read's clock while replies are handed out: a deadline a little
-  // early, never late, and one clock reading fewer per fan-out.
-  *it = {recent_now() + options.master_timeout, std::move(op)};
+  *it = {redlock_clock::now() + options.master_timeout, std::move(op)};
   arm_deadline_timer();
   return it;
 }
