@@ -11,6 +11,8 @@
 
 #include <boost/asio/dispatch.hpp>
 
+#include <charconv>
+
 namespace dlock::redis {
 namespace detail {
 
@@ -36,6 +38,59 @@ encoded_command encode(command cmd) { return {std::move(cmd).take_encoded(), nul
 encoded_command encode_eval(const script& s, const command& tail) {
   auto wire = evalsha_wire(*s.shared(), tail);
   return {std::move(wire.first), s.shared(), wire.second};
+}
+
+namespace {
+
+void append_count(std::string& out, char kind, std::size_t n) {
+  char digits[24];
+  digits[0] = kind;
+  auto end = std::to_chars(digits + 1, digits + sizeof digits, n).ptr;
+  out.append(digits, static_cast<std::size_t>(end - digits));
+  out += "\r\n";
+}
+
+void append_bulk(std::string& out, std::string_view argument) {
+  append_count(out, '$', argument.size());
+  out += argument;
+  out += "\r\n";
+}
+
+}  // namespace
+
+// dlock's own commands, sent once or twice per lock operation: encoded
+// straight into one buffer of the right size.
+encoded_command encode(std::initializer_list<std::string_view> arguments) {
+  std::size_t size = 16;
+  for (auto a : arguments) size += a.size() + 16;
+  encoded_command cmd;
+  cmd.wire.reserve(size);
+  append_count(cmd.wire, '*', arguments.size());
+  for (auto a : arguments) append_bulk(cmd.wire, a);
+  return cmd;
+}
+
+// The same for a script, as EVALSHA (the EVAL form is built from it when needed).
+encoded_command encode_eval(const script& s, std::initializer_list<std::string_view> keys,
+                            std::initializer_list<std::string_view> args) {
+  char numkeys[24];
+  auto numkeys_end = std::to_chars(numkeys, numkeys + sizeof numkeys, keys.size()).ptr;
+  std::string_view numkeys_text(numkeys, static_cast<std::size_t>(numkeys_end - numkeys));
+  std::size_t size = 64 + numkeys_text.size();
+  for (auto a : keys) size += a.size() + 16;
+  for (auto a : args) size += a.size() + 16;
+  encoded_command cmd{std::string(), s.shared(), 0, 1};
+  std::string& wire = cmd.wire;
+  wire.reserve(size);
+  append_count(wire, '*', 3 + keys.size() + args.size());
+  wire += "$7\r\nEVALSHA\r\n$40\r\n";
+  wire += s.shared()->sha1;
+  wire += "\r\n";
+  cmd.tail_offset = wire.size();
+  append_bulk(wire, numkeys_text);
+  for (auto k : keys) append_bulk(wire, k);
+  for (auto a : args) append_bulk(wire, a);
+  return cmd;
 }
 
 namespace {

@@ -16,6 +16,7 @@
 
 #include <array>
 #include <chrono>
+#include <initializer_list>
 #include <list>
 #include <memory>
 #include <optional>
@@ -40,7 +41,10 @@ struct encoded_command {
   std::uint32_t replies = 1;  // more for a MULTI ... EXEC block (see request)
 };
 encoded_command encode(command cmd);
+encoded_command encode(std::initializer_list<std::string_view> arguments);
 encoded_command encode_eval(const script& s, const command& tail);
+encoded_command encode_eval(const script& s, std::initializer_list<std::string_view> keys,
+                            std::initializer_list<std::string_view> args);
 std::pair<std::string, std::size_t> evalsha_wire(const script::data& s, const command& tail);
 
 /// The clock reading of the reply hand-out running on this thread, if any,

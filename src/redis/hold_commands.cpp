@@ -40,7 +40,7 @@ encoded_command hold_commands::attempt(const std::string& token, std::chrono::mi
   }
   auto ttl_text = std::to_string(ttl.count());
   auto max = std::to_string(max_leases);
-  return encode_eval(semaphore_acquire_script(), connection::eval_tail({std::string_view(key)}, {token, ttl_text, max}));
+  return encode_eval(semaphore_acquire_script(), {key}, {token, ttl_text, max});
 }
 
 // MULTI; SET key token NX PX ttl; INCR counter; EXEC: one atomic step, as a
@@ -85,14 +85,13 @@ error_code hold_commands::attempt_failure(error_code ec, const reply& answer, st
 
 encoded_command hold_commands::release(const std::string& token) const {
   const auto& s = what == kind::semaphore ? semaphore_release_script() : release_script();
-  return encode_eval(s, connection::eval_tail({std::string_view(key)}, {std::string_view(token)}));
+  return encode_eval(s, {key}, {token});
 }
 
 encoded_command hold_commands::extend(const std::string& token, std::chrono::milliseconds ttl) const {
   auto ttl_text = std::to_string(ttl.count());
   const auto& s = what == kind::semaphore ? semaphore_extend_script() : extend_script();
-  return encode_eval(s, connection::eval_tail({std::string_view(key)},
-                                              {std::string_view(token), std::string_view(ttl_text)}));
+  return encode_eval(s, {key}, {token, ttl_text});
 }
 
 }  // namespace dlock::redis::detail

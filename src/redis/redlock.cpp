@@ -42,9 +42,7 @@ class extend_op final : public fanout {
 
   void start() {
     auto ttl = std::to_string(ttl_.count());
-    auto tail = connection::eval_tail({std::string_view(owner_->key)},
-                                      {std::string_view(owner_->hold.token()), std::string_view(ttl)});
-    set_command(encode_eval(extend_script(), tail));
+    set_command(encode_eval(extend_script(), {owner_->key}, {owner_->hold.token(), ttl}));
     for (std::size_t i = 0; i < owner_->masters.size(); ++i) send(i);
     arm_deadline();
   }

@@ -54,8 +54,7 @@ class fencing_write_back final : public fanout {
   void send_to(std::size_t index) {
     if (!has_command()) {
       auto text = std::to_string(token_);
-      set_command(encode_eval(fencing_write_back_script(),
-                              connection::eval_tail({std::string_view(owner_->counter_key)}, {std::string_view(text)})));
+      set_command(encode_eval(fencing_write_back_script(), {owner_->counter_key}, {text}));
     }
     ++asked_;
     send(index);
@@ -275,11 +274,9 @@ encoded_command acquire_attempt::attempt_command() const {
   const auto& o = owner_->options;
   auto ttl = std::to_string(o.ttl.count());
   if (o.fencing) {
-    return encode_eval(redlock_fenced_acquire_script(),
-                       connection::eval_tail({std::string_view(owner_->key), std::string_view(owner_->counter_key)},
-                                             {std::string_view(token_), std::string_view(ttl)}));
+    return encode_eval(redlock_fenced_acquire_script(), {owner_->key, owner_->counter_key}, {token_, ttl});
   }
-  return encode(command{"SET", owner_->key, token_, "NX", "PX", ttl});
+  return encode({"SET", owner_->key, token_, "NX", "PX", ttl});
 }
 
 void acquire_attempt::on_answer(std::size_t index, error_code ec, const reply& answer) {

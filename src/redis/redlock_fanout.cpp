@@ -338,8 +338,7 @@ void release_fanout::start(std::size_t master) {
 }
 
 encoded_command release_fanout::release_command() const {
-  return encode_eval(release_script(),
-                     connection::eval_tail({std::string_view(owner_->key)}, {std::string_view(token_)}));
+  return encode_eval(release_script(), {owner_->key}, {token_});
 }
 
 void release_fanout::on_answer(std::size_t index, error_code ec, const reply& answer) {
