@@ -138,3 +138,24 @@ BOOST_AUTO_TEST_CASE(the_admit_answer) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+// dlock's own commands are encoded straight into one buffer
+// (connection_api.cpp): byte for byte what the general encoders write, with
+// the EVALSHA tail (from which an EVAL form is built) at the same place.
+BOOST_AUTO_TEST_CASE(the_one_buffer_encoders_write_what_a_command_writes) {
+  std::string key = "lock-key", token(33, 't'), ttl = "1500", long_argument(300, 'x');
+  auto direct = detail::encode({"SET", key, token, "NX", "PX", ttl});
+  auto general = detail::encode(redis::command{"SET", key, token, "NX", "PX", ttl});
+  BOOST_CHECK_EQUAL(direct.wire, general.wire);
+  BOOST_CHECK(!direct.script);
+
+  const auto& script = detail::release_script();
+  auto eval_direct = detail::encode_eval(script, {key, "counter"}, {token, ttl, long_argument, ""});
+  redis::command tail;
+  tail.arg(std::size_t(2)).arg(key).arg("counter").arg(token).arg(ttl).arg(long_argument).arg("");
+  auto eval_general = detail::encode_eval(script, tail);
+  BOOST_CHECK_EQUAL(eval_direct.wire, eval_general.wire);
+  BOOST_CHECK_EQUAL(eval_direct.tail_offset, eval_general.tail_offset);
+  BOOST_CHECK(eval_direct.script == eval_general.script);
+  BOOST_CHECK_EQUAL(eval_direct.replies, 1u);
+}
