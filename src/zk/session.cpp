@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 
 namespace dlock::zk::detail {
 
@@ -163,13 +164,18 @@ void session::after_c_calls() {
     auto orphans = std::move(orphans_);
     orphans_.clear();
     for (auto& path : orphans) {
+      dlock::detail::log(log_level::debug, "zk: removing " + path + ", created by a cancelled create");
+      // Owned by the C client until its completion, which it always calls (a
+      // close fails what is pending): the path, to send it again.
+      auto removal = std::make_unique<orphan_removal>(orphan_removal{this, std::move(path)});
       int rc;
       {
         c_call_guard guard;
-        rc = zoo_adelete(zh_, path.c_str(), -1, &session::on_orphan_removed, this);
+        rc = zoo_adelete(zh_, removal->path.c_str(), -1, &session::on_orphan_removed, removal.get());
       }
-      if (rc == ZOK) request_sent();
-      dlock::detail::log(log_level::debug, "zk: removing " + path + ", created by a cancelled create");
+      if (rc != ZOK) continue;
+      removal.release();
+      request_sent();
     }
   }
   report_states();
@@ -177,8 +183,14 @@ void session::after_c_calls() {
 
 // ---------------------------------------------------------------- session events
 
-void session::on_orphan_removed(int, const void* context) {
-  ++static_cast<session*>(const_cast<void*>(context))->frames_explained_;  // answers a request of ours
+void session::on_orphan_removed(int rc, const void* context) {
+  std::unique_ptr<orphan_removal> removal(static_cast<orphan_removal*>(const_cast<void*>(context)));
+  auto& owner = *removal->owner;
+  ++owner.frames_explained_;  // answers a request of ours
+  // A delete lost with the connection may not have run, and the node (of a
+  // session that lives on) would stay: it goes again on the next connection.
+  // Done (ZOK, ZNONODE), refused, or the session over: nothing more to do.
+  if (lost_with_the_connection(rc)) owner.remove_orphan_later(std::move(removal->path));
 }
 
 // Fake completions (the C client failing requests on a disconnect or a close)

@@ -58,7 +58,8 @@ class session : public std::enable_shared_from_this<session> {
   void watch_registered(std::shared_ptr<watch_state> w);
   void watch_released(watch_state* w);
   void remove_watch_later(std::shared_ptr<watch_state> w);
-  /// A cancelled create succeeded anyway: delete its node once out of the C call.
+  /// A cancelled create succeeded anyway: delete its node once out of the C
+  /// call, and again on the next connection if the connection is lost first.
   void remove_orphan_later(std::string path) { orphans_.push_back(std::move(path)); }
   void watch_event_delivered() noexcept { watch_events_.fetch_add(1, std::memory_order_relaxed); }
 
@@ -146,6 +147,10 @@ class session : public std::enable_shared_from_this<session> {
   std::map<watch_state*, std::shared_ptr<watch_state>> c_watches_;  // held by the C client
   std::vector<std::shared_ptr<watch_state>> removals_;              // cancelled before registration
   std::vector<std::string> orphans_;                                // created by cancelled creates
+  struct orphan_removal {  // a delete of one, in flight
+    session* owner;
+    std::string path;
+  };
 
   // close protocol
   // probing: waiting for a server to answer the probe; closing: CLOSE sent,

@@ -501,6 +501,38 @@ asio::awaitable<void> requests_on_a_socket_dropped_after_a_failed_write(std::str
   co_await c.close();
 }
 
+// A cancelled create whose node the server made anyway is undone by a delete
+// of the client's own. A delete lost with the connection may not have run:
+// it must go again on the next connection, or the (persistent) node stays
+// for good.
+asio::awaitable<void> an_orphans_removal_lost_with_the_connection_is_sent_again(std::string node) {
+  auto executor = co_await asio::this_coro::executor;
+  dlock::test::zk_cutting_proxy proxy(dlock::test::zk_hosts());
+  zk::client c(executor, dlock::test::zk_options(proxy.address(), std::chrono::seconds(10)));
+  zk::client direct(executor, dlock::test::zk_options(dlock::test::zk_hosts()));
+  co_await c.connect();
+  co_await direct.connect();
+  proxy.cut_before(dlock::test::zk_opcode::remove);  // the removal is dropped unsent, the connection cut
+  asio::cancellation_signal signal;
+  std::optional<error_code> result;
+  c.create(node, "", create_mode::persistent,
+           asio::bind_cancellation_slot(signal.slot(), [&](error_code ec, zk::created) { result = ec; }));
+  signal.emit(asio::cancellation_type::terminal);
+  bool gone = false;
+  for (int i = 0; i < 1000 && !gone; ++i) {
+    co_await dlock::test::sleep_for(std::chrono::milliseconds(10));
+    auto [ec, st] = co_await direct.exists(node, tuple);
+    gone = proxy.cuts() == 1 && !ec && !st.has_value();
+  }
+  BOOST_REQUIRE(result.has_value());
+  BOOST_TEST((*result == asio::error::operation_aborted));
+  BOOST_TEST(proxy.cuts() == 1, "the first removal was cut");
+  BOOST_TEST(gone, "the node was removed after the reconnection");
+  if (!gone) co_await direct.remove(node, -1, tuple);  // not left for the next run
+  co_await c.close();
+  co_await direct.close();
+}
+
 // A check that throws out of a test coroutine, before its close, with the
 // client owned by the test case: run_coroutine must report the failure, not
 // keep running the io_context the open session keeps busy.
@@ -523,6 +555,11 @@ BOOST_AUTO_TEST_CASE(invalid_paths_are_rejected_locally) {
   asio::io_context io;
   zk::client c(io.get_executor(), dlock::test::zk_options(dlock::test::zk_hosts()));
   run_coroutine(io, invalid_paths(c));
+}
+
+BOOST_AUTO_TEST_CASE(a_cancelled_creates_node_is_removed_across_a_connection_loss) {
+  asio::io_context io;
+  run_coroutine(io, an_orphans_removal_lost_with_the_connection_is_sent_again(base_path("orphan")));
 }
 
 BOOST_AUTO_TEST_CASE(requests_on_a_socket_the_c_client_dropped_fail_as_a_connection_loss) {
