@@ -10,7 +10,7 @@ namespace {
 void on_created(int rc, const char* path, const Stat* st, const void* context) {
   auto op = take_c_hold<request<created>>(context);
   op->owner->reply_received(rc, op->sent_at);
-  if (rc == ZOK && op->done() && path) op->owner->remove_orphan_later(path);  // cancelled: undo
+  if (rc == ZOK && op->done() && path) op->owner->remove_orphan_later(path, op->unique_name);  // cancelled: undo
   if (rc == ZOK) op->complete({}, created{path ? path : "", to_stat(st)});
   else op->complete(reply_error(rc), {});
 }
@@ -70,6 +70,7 @@ void on_children(int rc, const String_vector* names, const Stat* st, const void*
 void start_create(const session_ptr& s, std::string path, std::string data, create_mode mode, handler<created> h) {
   auto op = make_request<request<created>>(s, std::move(h));
   if (!check_path(op, path, is_sequential(mode))) return;
+  op->unique_name = is_sequential(mode);
   send_on_strand(s, op, [s, path = std::move(path), data = std::move(data), mode](zhandle_t* zh, pending_base* ctx) {
     return zoo_acreate2(zh, path.c_str(), data.data(), static_cast<int>(data.size()), s->default_acl(), c_mode(mode),
                         &on_created, ctx);

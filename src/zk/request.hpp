@@ -57,7 +57,10 @@ class request : public pending<Args...> {
 
   session* owner;  // alive while the C client holds this request
   std::shared_ptr<watch_state> watch;
-  std::string path;  // kept for a cancelled create's cleanup
+  // A create's node name is its own (a sequential create): if it is cancelled
+  // and its removal is lost with the connection, sending the removal again
+  // cannot delete a node somebody else made since under the same name.
+  bool unique_name = false;
   /// When the zoo_a* call was made: its reply proves the server heard us since.
   std::chrono::steady_clock::time_point sent_at{};
 

@@ -163,15 +163,15 @@ void session::after_c_calls() {
   if (!orphans_.empty() && zh_) {
     auto orphans = std::move(orphans_);
     orphans_.clear();
-    for (auto& path : orphans) {
-      dlock::detail::log(log_level::debug, "zk: removing " + path + ", created by a cancelled create");
+    for (auto& node : orphans) {
+      dlock::detail::log(log_level::debug, "zk: removing " + node.path + ", created by a cancelled create");
       // Owned by the C client until its completion, which it always calls (a
-      // close fails what is pending): the path, to send it again.
-      auto removal = std::make_unique<orphan_removal>(orphan_removal{this, std::move(path)});
+      // close fails what is pending): the node, to send it again.
+      auto removal = std::make_unique<orphan_removal>(orphan_removal{this, std::move(node)});
       int rc;
       {
         c_call_guard guard;
-        rc = zoo_adelete(zh_, removal->path.c_str(), -1, &session::on_orphan_removed, removal.get());
+        rc = zoo_adelete(zh_, removal->node.path.c_str(), -1, &session::on_orphan_removed, removal.get());
       }
       if (rc != ZOK) continue;
       removal.release();
@@ -188,9 +188,11 @@ void session::on_orphan_removed(int rc, const void* context) {
   auto& owner = *removal->owner;
   ++owner.frames_explained_;  // answers a request of ours
   // A delete lost with the connection may not have run, and the node (of a
-  // session that lives on) would stay: it goes again on the next connection.
-  // Done (ZOK, ZNONODE), refused, or the session over: nothing more to do.
-  if (lost_with_the_connection(rc)) owner.remove_orphan_later(std::move(removal->path));
+  // session that lives on) would stay: it goes again on the next connection,
+  // if its name is its own (see remove_orphan_later). Done (ZOK, ZNONODE),
+  // refused, or the session over: nothing more to do.
+  if (lost_with_the_connection(rc) && removal->node.unique_name)
+    owner.remove_orphan_later(std::move(removal->node.path), true);
 }
 
 // Fake completions (the C client failing requests on a disconnect or a close)

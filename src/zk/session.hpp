@@ -59,8 +59,12 @@ class session : public std::enable_shared_from_this<session> {
   void watch_released(watch_state* w);
   void remove_watch_later(std::shared_ptr<watch_state> w);
   /// A cancelled create succeeded anyway: delete its node once out of the C
-  /// call, and again on the next connection if the connection is lost first.
-  void remove_orphan_later(std::string path) { orphans_.push_back(std::move(path)); }
+  /// call. A name of its own (`unique_name`, a sequential node) is deleted
+  /// again on the next connection if the connection is lost first; another
+  /// name is not, as by then somebody else may have made a node under it.
+  void remove_orphan_later(std::string path, bool unique_name) {
+    orphans_.push_back({std::move(path), unique_name});
+  }
   void watch_event_delivered() noexcept { watch_events_.fetch_add(1, std::memory_order_relaxed); }
 
   // --- any thread ---
@@ -146,10 +150,14 @@ class session : public std::enable_shared_from_this<session> {
   std::vector<pending_ptr<session_state>> state_waiters_;
   std::map<watch_state*, std::shared_ptr<watch_state>> c_watches_;  // held by the C client
   std::vector<std::shared_ptr<watch_state>> removals_;              // cancelled before registration
-  std::vector<std::string> orphans_;                                // created by cancelled creates
-  struct orphan_removal {  // a delete of one, in flight
-    session* owner;
+  struct orphan {  // a node made by a cancelled create
     std::string path;
+    bool unique_name;
+  };
+  std::vector<orphan> orphans_;
+  struct orphan_removal {  // its delete, in flight
+    session* owner;
+    orphan node;
   };
 
   // close protocol

@@ -144,8 +144,11 @@ class client {
   /// inside this call.
   /// @par Cancellation
   /// Terminal and partial: completes with `asio::error::operation_aborted`; a
-  /// node the server created anyway is deleted when that reply comes (if the
-  /// connection drops first, the outcome is unknown and the node may stay).
+  /// node the server created anyway is deleted when that reply comes, and a
+  /// sequential one again after a reconnection if the connection drops during
+  /// that delete (another name may be somebody else's by then: it is deleted
+  /// once). If the connection drops before the reply, the outcome is unknown
+  /// and the node may stay.
   /// @par Errors
   /// `zk::error::node_exists`, `no_node` (no parent), `no_children_for_ephemerals`,
   /// `no_auth`, and those of every request: `dlock::error::invalid_argument`
