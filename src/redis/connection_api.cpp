@@ -18,28 +18,6 @@ namespace detail {
 
 // ---- encoded commands, Redlock's fan-outs ----
 
-// Built in one buffer: header, EVALSHA, the sha1, then numkeys/keys/args.
-// Returns it and where numkeys starts (for the EVAL form).
-std::pair<std::string, std::size_t> evalsha_wire(const script::data& s, const command& tail) {
-  std::string wire;
-  wire.reserve(64 + tail.body().size());
-  wire += '*';
-  wire += std::to_string(tail.size() + 2);
-  wire += "\r\n$7\r\nEVALSHA\r\n$40\r\n";
-  wire += s.sha1;
-  wire += "\r\n";
-  std::size_t tail_offset = wire.size();
-  wire += tail.body();
-  return {std::move(wire), tail_offset};
-}
-
-encoded_command encode(command cmd) { return {std::move(cmd).take_encoded(), nullptr, 0}; }
-
-encoded_command encode_eval(const script& s, const command& tail) {
-  auto wire = evalsha_wire(*s.shared(), tail);
-  return {std::move(wire.first), s.shared(), wire.second};
-}
-
 namespace {
 
 void append_count(std::string& out, char kind, std::size_t n) {
@@ -56,7 +34,33 @@ void append_bulk(std::string& out, std::string_view argument) {
   out += "\r\n";
 }
 
+// "*N", EVALSHA and the sha1: what every EVALSHA form starts with.
+void append_evalsha_head(std::string& out, std::size_t arguments, const std::string& sha1) {
+  append_count(out, '*', arguments);
+  out += "$7\r\nEVALSHA\r\n$40\r\n";
+  out += sha1;
+  out += "\r\n";
+}
+
 }  // namespace
+
+// Built in one buffer: header, EVALSHA, the sha1, then numkeys/keys/args.
+// Returns it and where numkeys starts (for the EVAL form).
+std::pair<std::string, std::size_t> evalsha_wire(const script::data& s, const command& tail) {
+  std::string wire;
+  wire.reserve(64 + tail.body().size());
+  append_evalsha_head(wire, tail.size() + 2, s.sha1);
+  std::size_t tail_offset = wire.size();
+  wire += tail.body();
+  return {std::move(wire), tail_offset};
+}
+
+encoded_command encode(command cmd) { return {std::move(cmd).take_encoded(), nullptr, 0}; }
+
+encoded_command encode_eval(const script& s, const command& tail) {
+  auto wire = evalsha_wire(*s.shared(), tail);
+  return {std::move(wire.first), s.shared(), wire.second};
+}
 
 // dlock's own commands, sent once or twice per lock operation: encoded
 // straight into one buffer of the right size.
@@ -82,10 +86,7 @@ encoded_command encode_eval(const script& s, std::initializer_list<std::string_v
   encoded_command cmd{std::string(), s.shared(), 0, 1};
   std::string& wire = cmd.wire;
   wire.reserve(size);
-  append_count(wire, '*', 3 + keys.size() + args.size());
-  wire += "$7\r\nEVALSHA\r\n$40\r\n";
-  wire += s.shared()->sha1;
-  wire += "\r\n";
+  append_evalsha_head(wire, 3 + keys.size() + args.size(), s.shared()->sha1);
   cmd.tail_offset = wire.size();
   append_bulk(wire, numkeys_text);
   for (auto k : keys) append_bulk(wire, k);

@@ -218,8 +218,9 @@ void fanout::track(std::size_t index) {
 
 void fanout::send(std::size_t index) {
   track(index);
-  static_cast<request_handle&>(masters_[index]) = connection_access::send(*owner_->masters[index], command_, shared_from_this(), index,
-                                                    owner_->shares_executor[index]);
+  request_handle& sent = masters_[index];  // the master's state is its last request's handle
+  sent = connection_access::send(*owner_->masters[index], command_, shared_from_this(), index,
+                                 owner_->shares_executor[index]);
 }
 
 void fanout::arm_deadline() {
