@@ -140,18 +140,14 @@ void redlock_impl::cleanup_settled() {
   std::exchange(after_cleanups, nullptr)();
 }
 
-redlock_impl::deadline_list::iterator redlock_impl::watch(std::shared_ptr<fanout> op) {
-  if (spare_deadlines_.empty()) spare_deadlines_.emplace_back();
-  deadlines_.splice(deadlines_.end(), spare_deadlines_, spare_deadlines_.begin());
-  auto it = std::prev(deadlines_.end());
-  *it = {redlock_clock::now() + options.master_timeout, std::move(op)};
+void redlock_impl::watch(deadline_entry& entry) {
+  entry.due = redlock_clock::now() + options.master_timeout;
+  deadlines_.push_back(entry);
   arm_deadline_timer();
-  return it;
 }
 
-void redlock_impl::unwatch(deadline_list::iterator it) {
-  it->second.reset();
-  spare_deadlines_.splice(spare_deadlines_.end(), deadlines_, it);
+void redlock_impl::unwatch(deadline_entry& entry) noexcept {
+  if (entry.is_linked()) deadlines_.erase(deadlines_.iterator_to(entry));
 }
 
 // Armed for the oldest watched deadline; if that fan-out finished meanwhile
@@ -159,7 +155,7 @@ void redlock_impl::unwatch(deadline_list::iterator it) {
 void redlock_impl::arm_deadline_timer() {
   if (deadline_timer_armed_ || deadlines_.empty()) return;
   deadline_timer_armed_ = true;
-  deadline_timer_.expires_at(deadlines_.front().first);
+  deadline_timer_.expires_at(deadlines_.front().due);
   std::weak_ptr<redlock_impl> weak = weak_from_this();
   deadline_timer_.async_wait([weak](error_code) {
     if (auto self = weak.lock()) self->on_deadline_timer();
@@ -172,10 +168,12 @@ void redlock_impl::arm_deadline_timer() {
 void redlock_impl::on_deadline_timer() {
   deadline_timer_armed_ = false;
   auto now = redlock_clock::now() + options.master_timeout / 16;
-  while (!deadlines_.empty() && deadlines_.front().first <= now) {
-    auto op = deadlines_.front().second.lock();
-    unwatch(deadlines_.begin());
-    if (op) op->expire();  // may watch new fan-outs (a cleanup, a retry)
+  while (!deadlines_.empty() && deadlines_.front().due <= now) {
+    fanout* expiring = deadlines_.front().op;
+    deadlines_.pop_front();
+    // A fan-out in the queue is alive (~fanout leaves it); locked so that
+    // expire() may drop the last command holding it.
+    if (auto op = expiring->weak_from_this().lock()) op->expire();  // may watch new fan-outs (a cleanup, a retry)
   }
   arm_deadline_timer();
 }
@@ -203,11 +201,11 @@ double redlock_impl::random_unit() {
 // ---------------------------------------------------------------------- fanout
 
 fanout::fanout(std::shared_ptr<redlock_impl> owner)
-    : owner_(std::move(owner)), masters_(owner_->masters.size()) {}
-
-fanout::~fanout() {
-  if (watched_) owner_->unwatch(watch_);
+    : owner_(std::move(owner)), masters_(owner_->masters.size()) {
+  deadline_.op = this;
 }
+
+fanout::~fanout() { owner_->unwatch(deadline_); }
 
 void fanout::track(std::size_t index) {
   if (!masters_[index].in_flight) {
@@ -224,13 +222,12 @@ void fanout::send(std::size_t index) {
 }
 
 void fanout::arm_deadline() {
-  if (watched_ || pending_ == 0) return;
-  watch_ = owner_->watch(shared_from_this());
-  watched_ = true;
+  if (deadline_.is_linked() || pending_ == 0) return;
+  owner_->watch(deadline_);
 }
 
+// Out of the queue already (the timer took it out).
 void fanout::expire() {
-  watched_ = false;
   if (pending_ == 0) return;
   deadline_passed_ = true;
   on_deadline();
@@ -243,13 +240,16 @@ void fanout::abandon_pending() {
 }
 
 void fanout::on_reply(std::size_t index, error_code ec, const reply& answer) {
-  if (!masters_[index].in_flight) return;
-  masters_[index].in_flight = false;
+  auto& master = masters_[index];
+  if (!master.in_flight) return;
+  master.in_flight = false;
+  // Let go of the answered request now, while it is in the cache: the
+  // fan-out's end would otherwise touch every request's count again.
+  master.sent.reset();
   --pending_;
   on_answer(index, ec, answer);  // may send a follow-up to the same master
   if (pending_ == 0) {
-    if (watched_) owner_->unwatch(watch_);
-    watched_ = false;
+    owner_->unwatch(deadline_);
     on_all_answered();
   }
 }

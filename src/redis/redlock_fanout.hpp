@@ -15,11 +15,11 @@
 
 #include <boost/asio/steady_timer.hpp>
 #include <boost/container/small_vector.hpp>
+#include <boost/intrusive/list.hpp>
 
 #include <atomic>
 #include <cstdint>
 #include <functional>
-#include <list>
 #include <memory>
 #include <optional>
 #include <random>
@@ -29,6 +29,14 @@
 namespace dlock::redis::detail {
 
 class fanout;
+
+/// A fan-out's place in its redlock's deadline queue. It lives inside the
+/// fan-out, so watching one allocates nothing and touches no other object;
+/// the fan-out leaves the queue when answered, expired or destroyed.
+struct deadline_entry : boost::intrusive::list_base_hook<> {
+  redlock_clock::time_point due{};
+  fanout* op = nullptr;
+};
 
 /// The shared state of one `redlock`; lives on its executor.
 class redlock_impl : public std::enable_shared_from_this<redlock_impl> {
@@ -114,19 +122,17 @@ class redlock_impl : public std::enable_shared_from_this<redlock_impl> {
   // One timer for the per-master deadline of every fan-out. They all use the
   // same timeout, so they expire in the order they were armed: the timer is
   // set once per timeout period, not twice per fan-out (a syscall each).
-  // Weak: pending commands keep a fan-out alive, not its deadline (else a
-  // fan-out and its redlock would keep each other alive if the io_context
-  // stopped before they finished).
-  using deadline_list = std::list<std::pair<redlock_clock::time_point, std::weak_ptr<fanout>>>;
-  deadline_list::iterator watch(std::shared_ptr<fanout> op);
-  void unwatch(deadline_list::iterator it);
+  // The queue does not own: pending commands keep a fan-out alive, not its
+  // deadline (else a fan-out and its redlock would keep each other alive if
+  // the io_context stopped before they finished).
+  void watch(deadline_entry& entry);
+  void unwatch(deadline_entry& entry) noexcept;
 
  private:
   void arm_deadline_timer();
   void on_deadline_timer();
 
-  deadline_list deadlines_;
-  deadline_list spare_deadlines_;  // nodes kept for reuse (spliced, not allocated)
+  boost::intrusive::list<deadline_entry> deadlines_;
   asio::steady_timer deadline_timer_;
   bool deadline_timer_armed_ = false;
   std::minstd_rand random_;
@@ -173,11 +179,10 @@ class fanout : public reply_sink, public std::enable_shared_from_this<fanout> {
   // What every answer reads comes first, the command (read when sending
   // only) last: 64 clients' fan-outs in flight must share the cache.
   std::size_t pending_ = 0;
-  bool watched_ = false;
   bool deadline_passed_ = false;
-  redlock_impl::deadline_list::iterator watch_{};
-  // The last command sent to the master, to abandon it (in_flight takes
-  // the handle's padding: 24 bytes a master).
+  deadline_entry deadline_;
+  // The command sent to the master and not yet answered, to abandon it
+  // (in_flight takes the handle's padding: 24 bytes a master).
   struct master_state : request_handle {
     bool in_flight = false;
   };
