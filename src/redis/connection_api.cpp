@@ -99,7 +99,7 @@ namespace {
 void set_command(request& r, encoded_command cmd) {
   r.wire = std::move(cmd.wire);
   r.script = std::move(cmd.script);
-  r.tail_offset = cmd.tail_offset;
+  r.tail_offset = static_cast<std::uint32_t>(cmd.tail_offset);
   r.replies = cmd.replies;
 }
 
@@ -109,7 +109,7 @@ void set_command(request& r, encoded_command cmd) {
 void borrow_command(request& r, const encoded_command& cmd) {
   r.borrowed = cmd.wire;
   r.script = cmd.script;
-  r.tail_offset = cmd.tail_offset;
+  r.tail_offset = static_cast<std::uint32_t>(cmd.tail_offset);
   r.replies = cmd.replies;
 }
 

@@ -42,7 +42,7 @@ request_ptr multiplexer::make_request() {
 void multiplexer::recycle(request_ptr r) {
   constexpr std::size_t max_spares = 256;
   if (r.use_count() != 1 || spare_.size() >= max_spares) return;
-  r->wire.clear();
+  if (r->uses_wire()) r->wire.clear();  // a borrowing request leaves its cold end alone
   r->borrowed = {};
   r->script.reset();
   r->tail_offset = 0;

@@ -20,6 +20,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace dlock::redis::detail {
 
@@ -50,6 +51,7 @@ class completion_target {
   void set(handler_type handler, bool in_place) {
     op_.reset(std::move(handler));
     in_place_ = in_place;
+    handler_set_ = true;
   }
   void set(std::shared_ptr<reply_sink> sink, std::size_t index, bool in_place) {
     sink_ = std::move(sink);
@@ -64,7 +66,7 @@ class completion_target {
   }
   void complete(completion how, const asio::any_io_executor& fallback, error_code ec, reply&& value);
   void clear() noexcept {
-    op_.clear();
+    if (std::exchange(handler_set_, false)) op_.clear();  // a sink's request never touches op_
     sink_.reset();
     in_place_ = false;
   }
@@ -79,13 +81,16 @@ class completion_target {
   // executor is the connection's (see dlock::detail::runs_on), or a
   // continuation of dlock's own locks, which completes onward itself.
   bool in_place_ = false;
+  bool handler_set_ = false;  // op_ was given a handler (since the last clear)
   dlock::detail::op_base<void(error_code, reply)> op_;
 };
 
 struct request {
-  // What every step reads (staged, answered, completed, recycled) comes
-  // first, in about one cache line; the request's own bytes are read once,
-  // or not at all when borrowed.
+  // A command a sink is owed the answer of (every Redlock command) touches
+  // only what comes before `wire`, about two cache lines with the count's
+  // block in front: sending, staging, answering, completing and recycling
+  // it read and write nothing else. 64 clients' requests in flight must
+  // share the cache.
 
   // A completion is owed: set with the target, cleared once by settle() when
   // it is decided (answered, refused, abandoned, timed out, lost). A request
@@ -98,6 +103,7 @@ struct request {
   std::uint32_t replies = 1;
   std::uint32_t replies_left = 0;  // counted down as they are read
   std::uint32_t generation = 0;  // bumped when reused: a late cancellation of its last use is ignored
+  std::uint32_t tail_offset = 0;  // where numkeys starts in the EVALSHA form (a few dozen bytes in)
   // The bytes of a command its sink owns (a Redlock fan-out sends one
   // command to every master): valid while the request is owed, as the sink
   // lives as long as it is owed one, and read only then (staged, resent).
@@ -105,12 +111,14 @@ struct request {
   std::string_view borrowed;
   std::shared_ptr<const redis::script::data> script;
   clock::time_point deadline = clock::time_point::max();
-  completion_target target;
-  std::size_t tail_offset = 0;  // where numkeys starts in the EVALSHA form
+  completion_target target;  // a sink's part first, a handler's after it
   // The request's own RESP bytes: its command (the EVALSHA form for a
   // script) unless borrowed; and, once built, a script's EVAL form, which
   // replaces it (one buffer, so a request stays small).
   std::string wire;
+
+  /// `wire` holds the bytes written (else it is empty).
+  bool uses_wire() const noexcept { return borrowed.empty() || use_eval; }
 
   void answer_to(handler_type handler, bool in_place) {
     target.set(std::move(handler), in_place);
@@ -122,7 +130,7 @@ struct request {
   }
   // What to write: the EVAL form once built, else the command, borrowed or own.
   std::string_view bytes() const noexcept {
-    return borrowed.empty() || use_eval ? std::string_view(wire) : borrowed;
+    return uses_wire() ? std::string_view(wire) : borrowed;
   }
   // True the first time only: the caller then completes it.
   bool settle() noexcept {
