@@ -57,6 +57,20 @@ namespace {
 // thread, if any. A Redlock reply's continuation sends its next commands to
 // every master: those connections take their deadlines from it too.
 thread_local const clock::time_point* handing_out_since = nullptr;
+
+// The bytes of a write are staged in one buffer per thread, shared by its
+// connections, and written at once; only what a socket does not take is
+// copied into the connection's own. With many connections, each one's own
+// buffer would be cold by its next write, and copying a batch into it
+// would miss the cache on every line.
+std::string& staging_buffer() {
+  thread_local std::string buffer;
+  return buffer;
+}
+void release_staging_buffer(std::string& buffer) {
+  constexpr std::size_t kept = std::size_t(1) << 16;  // a huge batch does not stay allocated
+  if (buffer.capacity() > kept) std::string().swap(buffer);
+}
 // The connection handing out replies on this thread, if any: other
 // connections on its executor leave their writes with it (schedule_write).
 thread_local connection_impl* handing_out_connection = nullptr;
@@ -134,20 +148,26 @@ void connection_impl::abandon(const request_handle& handle) {
     complete(*r, asio::error::operation_aborted, reply(), completion::post);
 }
 
-void connection_impl::start_write() {
-  if (mux_.prepare_write() == 0) return;
-  write_rest();
-}
-
 // Tries the write at once: the socket usually takes it all, and then no
 // completion has to go round the scheduler. What is left goes asynchronously.
-void connection_impl::write_rest() {
-  if (tls_) return do_write();  // TLS records are written by the stream
+// TLS records are written by the stream, always asynchronously.
+void connection_impl::start_write() {
+  if (tls_) {
+    if (mux_.prepare_write() > 0) do_write();
+    return;
+  }
+  std::string& staging = staging_buffer();
+  staging.clear();
+  if (mux_.prepare_write_into(staging) == 0) return;
   error_code ec;
-  auto rest = mux_.unwritten();
-  std::size_t n = socket_.write_some(asio::buffer(rest.data(), rest.size()), ec);
-  if (ec == asio::error::would_block || ec == asio::error::try_again) return do_write();
-  wrote(ec, n);
+  std::size_t n = socket_.write_some(asio::buffer(staging), ec);
+  bool blocked = ec == asio::error::would_block || ec == asio::error::try_again;
+  if (ec) n = 0;
+  // Released before anything else runs: a completion may write on another connection.
+  mux_.keep_unwritten(std::string_view(staging).substr(n));
+  release_staging_buffer(staging);
+  if (blocked) return do_write();
+  wrote(ec, 0);
 }
 
 void connection_impl::do_write() {

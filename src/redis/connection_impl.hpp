@@ -132,7 +132,6 @@ class connection_impl : public reply_sink, public std::enable_shared_from_this<c
   clock::time_point deadline_base() const;
   void schedule_write();
   void start_write();
-  void write_rest();
   void do_write();
   void wrote(error_code ec, std::size_t n);
   void start_read();

@@ -150,7 +150,7 @@ void connection_impl::start_connect() {
 error_code connection_impl::prepare_socket() {
   error_code ec;
   socket_.set_option(asio::ip::tcp::no_delay(true), ec);
-  if (!ec) socket_.non_blocking(true, ec);  // for write_rest's first try
+  if (!ec) socket_.non_blocking(true, ec);  // for start_write's first try
   // A child the program execs must not inherit the connection (Asio opens
   // sockets without close-on-exec).
   if (!ec) ::fcntl(socket_.native_handle(), F_SETFD, FD_CLOEXEC);

@@ -68,18 +68,32 @@ bool multiplexer::abandon(request& r, std::uint32_t generation) noexcept {
 std::size_t multiplexer::prepare_write() {
   if (writing_) return 0;
   out_.clear();
+  return stage(out_);
+}
+
+std::size_t multiplexer::prepare_write_into(std::string& out) {
+  if (writing_) return 0;
+  return stage(out);
+}
+
+std::size_t multiplexer::stage(std::string& out) {
   written_ = 0;
   // Staged in place: no copy of each request's pointer (two atomic counts).
   auto skip = [](const request_ptr& r) { return !r->owed; };
-  std::size_t n = queue_.stage_each(skip, [this](const request_ptr& r) {
+  std::size_t n = queue_.stage_each(skip, [this, &out](const request_ptr& r) {
     if (r->script) choose_script_form(*r);
-    out_ += r->bytes();
+    out += r->bytes();
     r->replies_left = r->replies;
     commands_ += r->replies;
   });
   if (n == 0) return 0;
   writing_ = true;
   return n;
+}
+
+bool multiplexer::keep_unwritten(std::string_view rest) {
+  out_.assign(rest);
+  return commit_write(0);
 }
 
 bool multiplexer::commit_write(std::size_t n) noexcept {

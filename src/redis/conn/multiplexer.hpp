@@ -42,6 +42,14 @@ class multiplexer {
   std::string_view unwritten() const noexcept { return std::string_view(out_).substr(written_); }
   /// `n` more bytes went out; true once the whole batch did (the write ends).
   bool commit_write(std::size_t n) noexcept;
+  /// The same staging, appended to the caller's `out`, for a caller that
+  /// writes it at once and hands back what the socket did not take with
+  /// keep_unwritten(): the bytes of most writes then never touch this
+  /// connection's own buffer (see connection.cpp).
+  std::size_t prepare_write_into(std::string& out);
+  /// What is left of a write from the caller's buffer becomes the write in
+  /// progress, unwritten(); true when nothing is (the write ends).
+  bool keep_unwritten(std::string_view rest);
 
   // ---- reading ----
   struct answer {
@@ -85,6 +93,7 @@ class multiplexer {
   std::uint64_t replies_read() const noexcept { return replies_; }
 
  private:
+  std::size_t stage(std::string& out);
   bool script_loaded(const script::data& s) const noexcept;
   void choose_script_form(request& r);
   bool resend_as_eval(request_ptr& r);

@@ -388,6 +388,54 @@ BOOST_AUTO_TEST_CASE(without_a_timeout_nothing_has_a_deadline) {
   BOOST_TEST((a->deadline == steady::time_point::max()));
 }
 
+// The glue stages into a buffer of its own, writes at once, and hands back
+// only what the socket did not take.
+BOOST_AUTO_TEST_CASE(a_write_staged_in_the_callers_buffer_keeps_only_what_was_not_written) {
+  multiplexer m(0ms);
+  auto a = add(m, "A");
+  auto b = add(m, "BB");
+  std::string staging = "stale";
+  staging.clear();
+  BOOST_TEST(m.prepare_write_into(staging) == 2u);
+  BOOST_TEST(staging == "ABB");
+  BOOST_TEST(m.unwritten().empty());  // the connection's own buffer is untouched
+  add(m, "C");  // issued during the write: waits for the next one
+  std::string again;
+  BOOST_TEST(m.prepare_write_into(again) == 0u);
+  BOOST_TEST(!m.keep_unwritten(std::string_view(staging).substr(1)));  // one byte went out
+  BOOST_TEST(m.unwritten() == "BB");
+  BOOST_TEST(!m.wants_write());
+  BOOST_TEST(m.commit_write(2));
+  BOOST_TEST(m.wants_write());
+  std::string next;
+  BOOST_TEST(m.prepare_write_into(next) == 1u);
+  BOOST_TEST(next == "C");
+  BOOST_TEST(m.keep_unwritten({}));  // all of it went out: the write ended
+  BOOST_TEST(m.commands_written() == 3u);
+  auto first = m.on_reply(redis::reply::make_status("OK"));
+  BOOST_TEST((first.what == kind::complete && first.request == a));
+  auto second = m.on_reply(redis::reply::make_status("OK"));
+  BOOST_TEST((second.what == kind::complete && second.request == b));
+}
+
+// A loss during such a write: the rest kept in the connection's buffer is dropped.
+BOOST_AUTO_TEST_CASE(a_loss_after_a_short_write_from_the_callers_buffer_forgets_the_rest) {
+  multiplexer m(0ms);
+  auto a = add(m, "AAAA");
+  std::string staging;
+  BOOST_TEST(m.prepare_write_into(staging) == 1u);
+  BOOST_TEST(!m.keep_unwritten(std::string_view(staging).substr(2)));
+  std::vector<request_ptr> failed;
+  m.reset(failed);
+  BOOST_TEST(failed.size() == 1u);
+  BOOST_TEST(m.unwritten().empty());
+  BOOST_TEST(!m.wants_write());
+  add(m, "B");
+  std::string after;
+  BOOST_TEST(m.prepare_write_into(after) == 1u);  // a new session writes from scratch
+  BOOST_TEST(after == "B");
+}
+
 BOOST_AUTO_TEST_CASE(a_loss_mid_pipeline_fails_written_and_unwritten_requests_once) {
   multiplexer m(0ms);
   auto answered = add(m, "A");
