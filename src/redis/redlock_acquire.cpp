@@ -176,8 +176,10 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
       dlock::detail::log(log_level::debug, "redlock " + owner_->key + ": attempt failed (" +
                                                attempt.failure().message() + "): " + owner_->last_outcomes());
     // A lost attempt may have set keys whose yes never came back: delete them.
-    double random = won ? 0.0 : owner_->random_unit();  // only a retry's pause needs it
-    act(machine_.attempt_decided(won ? error_code() : attempt.failure(), !won, redlock_clock::now(), random));
+    // Only a retry's pause needs the time and a random draw.
+    double random = won ? 0.0 : owner_->random_unit();
+    auto now = won ? redlock_clock::time_point() : redlock_clock::now();
+    act(machine_.attempt_decided(won ? error_code() : attempt.failure(), !won, now, random));
   }
 
   // The deletes run on handlers of their own: the caller's cancellation never reaches them.
