@@ -22,12 +22,16 @@ using clock = std::chrono::steady_clock;
 /// Set during warm-up runs: recorder::print prints nothing.
 inline bool quiet = false;
 
-/// Process CPU time (user + system) in microseconds.
-inline double cpu_us() {
+/// Process CPU time in microseconds: user, system, and their sum.
+struct cpu_time {
+  double user = 0, system = 0;
+  double total() const { return user + system; }
+};
+inline cpu_time cpu_now() {
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
   auto us = [](const timeval& tv) { return tv.tv_sec * 1e6 + tv.tv_usec; };
-  return us(ru.ru_utime) + us(ru.ru_stime);
+  return {us(ru.ru_utime), us(ru.ru_stime)};
 }
 
 /// The process's peak resident set size so far, in KiB (getrusage's
@@ -44,11 +48,12 @@ class recorder {
   void start() {
     latencies_us_.clear();
     wall_start_ = clock::now();
-    cpu_start_ = cpu_us();
+    cpu_start_ = cpu_now();
   }
   void stop() {
     seconds_ = std::chrono::duration<double>(clock::now() - wall_start_).count();
-    cpu_used_us_ = cpu_us() - cpu_start_;
+    auto now = cpu_now();
+    cpu_used_ = {now.user - cpu_start_.user, now.system - cpu_start_.system};
   }
   void add_latency(clock::duration d) {
     latencies_us_.push_back(std::chrono::duration<double, std::micro>(d).count());
@@ -56,7 +61,8 @@ class recorder {
   void add_latency_us(double us) { latencies_us_.push_back(us); }
 
   /// Prints {"bench":..,"impl":..,"ops":..,"seconds":..,"ops_per_s":..,"p50_us":..,
-  /// "p99_us":..,"cpu_us_per_op":..,"peak_rss_kb":.., plus `extra` (already-formatted "key":value pairs)}.
+  /// "p99_us":..,"cpu_us_per_op":..,"user_us_per_op":..,"system_us_per_op":..,"peak_rss_kb":..,
+  /// plus `extra` (already-formatted "key":value pairs)}.
   void print(const std::string& bench, const std::string& impl, std::uint64_t ops,
              const std::string& extra = "") {
     if (quiet) return;
@@ -67,7 +73,9 @@ class recorder {
     out << "{\"bench\":\"" << bench << "\",\"impl\":\"" << impl << "\",\"ops\":" << ops
         << ",\"seconds\":" << seconds_ << ",\"ops_per_s\":" << (seconds_ > 0 ? ops / seconds_ : 0)
         << ",\"p50_us\":" << percentile(0.50) << ",\"p99_us\":" << percentile(0.99)
-        << ",\"cpu_us_per_op\":" << (ops ? cpu_used_us_ / ops : 0) << ",\"peak_rss_kb\":" << peak_rss_kb();
+        << ",\"cpu_us_per_op\":" << per_op(cpu_used_.total(), ops) << ",\"user_us_per_op\":"
+        << per_op(cpu_used_.user, ops) << ",\"system_us_per_op\":" << per_op(cpu_used_.system, ops)
+        << ",\"peak_rss_kb\":" << peak_rss_kb();
     if (!extra.empty()) out << "," << extra;
     out << "}\n";
     std::fputs(out.str().c_str(), stdout);
@@ -81,11 +89,13 @@ class recorder {
   }
 
  private:
+  static double per_op(double us, std::uint64_t ops) { return ops ? us / static_cast<double>(ops) : 0; }
+
   std::vector<double> latencies_us_;
   clock::time_point wall_start_{};
-  double cpu_start_ = 0;
+  cpu_time cpu_start_{};
   double seconds_ = 0;
-  double cpu_used_us_ = 0;
+  cpu_time cpu_used_{};
 };
 
 /// An environment variable, or `fallback` when unset.
