@@ -214,11 +214,14 @@ void connection_impl::on_read(std::uint64_t session, error_code ec, std::size_t 
   write_deferred();
   if (broken) return lose(broken);
   if (session != session_) return;  // a continuation closed the connection
-  start_read();
+  // The commands the replies led to leave before the read is re-armed: that
+  // read usually finds nothing yet, and they need not wait for it.
   if (write_wanted_) {
     write_wanted_ = false;
     start_write();
+    if (session != session_) return;  // the write failed: the connection was lost
   }
+  start_read();
 }
 
 // The writes other connections left with this hand-out; one write each.
