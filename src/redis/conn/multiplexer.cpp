@@ -34,6 +34,7 @@ request_ptr multiplexer::make_request() {
   if (spare_.empty()) return std::make_shared<request>();
   request_ptr r = std::move(spare_.back());
   spare_.pop_back();
+  if (!spare_.empty()) spare_.back()->prefetch();  // the next one, for the next command
   return r;
 }
 
@@ -80,12 +81,15 @@ std::size_t multiplexer::stage(std::string& out) {
   written_ = 0;
   // Staged in place: no copy of each request's pointer (two atomic counts).
   auto skip = [](const request_ptr& r) { return !r->owed; };
-  std::size_t n = queue_.stage_each(skip, [this, &out](const request_ptr& r) {
+  auto on_staged = [this, &out](const request_ptr& r) {
     if (r->script) choose_script_form(*r);
     out += r->bytes();
     r->replies_left = r->replies;
     commands_ += r->replies;
-  });
+  };
+  // Requests were made a while ago: fetched two ahead (see detail/prefetch.hpp).
+  auto ahead = [](const request_ptr& r) { r->prefetch(); };
+  std::size_t n = queue_.stage_each(skip, on_staged, ahead);
   if (n == 0) return 0;
   writing_ = true;
   return n;
@@ -138,9 +142,18 @@ bool multiplexer::resend_as_eval(request_ptr& r) {
 
 // ---- reading ----
 
+// The next replies' requests and sinks are fetched ahead, as a pipeline:
+// the request after next, and the next one's sink (its request was fetched
+// at the previous reply). Written a round trip ago, they are cold.
+void multiplexer::prefetch_next_answers() const noexcept {
+  if (const request_ptr* after_next = queue_.in_flight_at(2)) (*after_next)->prefetch();
+  if (const request_ptr* next = queue_.in_flight_at(1)) (*next)->target.prefetch_sink();
+}
+
 multiplexer::answer multiplexer::on_reply(const reply& r) {
   const request_ptr* oldest = queue_.oldest_in_flight();
   if (!oldest) return {answer::kind::unexpected, nullptr, {}};
+  prefetch_next_answers();
   ++replies_;
   if ((*oldest)->replies_left > 1) {  // a MULTI block's reply before EXEC's
     --(*oldest)->replies_left;

@@ -94,6 +94,7 @@ class multiplexer {
 
  private:
   std::size_t stage(std::string& out);
+  void prefetch_next_answers() const noexcept;
   bool script_loaded(const script::data& s) const noexcept;
   void choose_script_form(request& r);
   bool resend_as_eval(request_ptr& r);

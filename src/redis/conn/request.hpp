@@ -5,6 +5,7 @@
 #pragma once
 
 #include "detail/op_base.hpp"
+#include "detail/prefetch.hpp"
 
 #include <dlock/config.hpp>
 #include <dlock/redis/error.hpp>
@@ -15,6 +16,7 @@
 #include <boost/asio/any_io_executor.hpp>
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -65,6 +67,11 @@ class completion_target {
     op_.hook_cancellation(executor, std::move(on_cancel), dlock::detail::forwarding::dispatch);
   }
   void complete(completion how, const asio::any_io_executor& fallback, error_code ec, reply&& value);
+  /// Fetches the first lines of the sink, if any, ahead of its answer (a
+  /// fan-out reads its state near its start).
+  void prefetch_sink() const noexcept {
+    if (sink_) dlock::detail::prefetch(sink_.get(), 4 * dlock::detail::cache_line);
+  }
   void clear() noexcept {
     if (std::exchange(handler_set_, false)) op_.clear();  // a sink's request never touches op_
     sink_.reset();
@@ -119,6 +126,14 @@ struct request {
 
   /// `wire` holds the bytes written (else it is empty).
   bool uses_wire() const noexcept { return borrowed.empty() || use_eval; }
+  /// Fetches what every step touches ahead of it: the fields before `wire`,
+  /// and the shared count's block just in front of them (make_shared).
+  void prefetch() const noexcept {
+    constexpr std::size_t count_block = 16;
+    const auto* begin = reinterpret_cast<const char*>(this);
+    auto hot = static_cast<std::size_t>(reinterpret_cast<const char*>(&wire) - begin);
+    dlock::detail::prefetch(begin - count_block, count_block + hot);
+  }
 
   void answer_to(handler_type handler, bool in_place) {
     target.set(std::move(handler), in_place);

@@ -25,13 +25,19 @@ class request_queue {
   std::size_t size() const noexcept { return waiting_.size() + in_flight_.size(); }
   /// The oldest request written and not yet answered (abandoned or not), or null.
   const Ptr* oldest_in_flight() const noexcept { return in_flight_.empty() ? nullptr : &in_flight_.front(); }
+  /// The in-flight request `n` places after the oldest, or null.
+  const Ptr* in_flight_at(std::size_t n) const noexcept { return n < in_flight_.size() ? &in_flight_[n] : nullptr; }
 
   /// Moves every waiting request (but the skipped) to the in-flight FIFO,
   /// calling `on_staged(p)` on each, in order. Returns how many were staged.
-  template <class Skip, class OnStaged>
-  std::size_t stage_each(Skip skip, OnStaged on_staged) {
+  /// `ahead(p)` sees each request `lead` places before it is staged (a
+  /// prefetch hint; it must not change anything).
+  template <class Skip, class OnStaged, class Ahead>
+  std::size_t stage_each(Skip skip, OnStaged on_staged, Ahead ahead, std::size_t lead = 2) {
     std::size_t staged = 0;
-    for (auto& p : waiting_) {
+    for (std::size_t i = 0; i < waiting_.size(); ++i) {
+      if (i + lead < waiting_.size()) ahead(std::as_const(waiting_[i + lead]));
+      auto& p = waiting_[i];
       if (skip(p)) continue;
       on_staged(p);
       in_flight_.push_back(std::move(p));
@@ -39,6 +45,10 @@ class request_queue {
     }
     waiting_.clear();
     return staged;
+  }
+  template <class Skip, class OnStaged>
+  std::size_t stage_each(Skip skip, OnStaged on_staged) {
+    return stage_each(skip, on_staged, [](const Ptr&) {}, 0);
   }
   /// The same, appending each to `batch`.
   template <class Skip>
