@@ -43,7 +43,7 @@ class extend_op final : public fanout {
   void start() {
     auto ttl = std::to_string(ttl_.count());
     set_command(encode_eval(extend_script(), {owner_->key}, {owner_->hold.token(), ttl}));
-    for (std::size_t i = 0; i < owner_->masters.size(); ++i) send(i);
+    send_to_all();
     arm_deadline();
   }
 

@@ -96,7 +96,7 @@ class acquire_attempt final : public fanout {
 
   void start() {
     set_command(attempt_command());
-    for (std::size_t i = 0; i < owner_->masters.size(); ++i) send(i);
+    send_to_all();
     arm_deadline();
   }
 

@@ -214,11 +214,19 @@ void fanout::track(std::size_t index) {
   }
 }
 
-void fanout::send(std::size_t index) {
+void fanout::send(std::size_t index) { send(index, shared_from_this()); }
+
+// One shared_from_this() for all: each is a compare-and-swap on the count,
+// where copying the pointer is a plain increment in a one-thread process.
+void fanout::send_to_all() {
+  auto self = shared_from_this();
+  for (std::size_t i = 0; i < owner_->masters.size(); ++i) send(i, self);
+}
+
+void fanout::send(std::size_t index, const std::shared_ptr<fanout>& self) {
   track(index);
   request_handle& sent = masters_[index];  // the master's state is its last request's handle
-  sent = connection_access::send(*owner_->masters[index], command_, shared_from_this(), index,
-                                 owner_->shares_executor[index]);
+  sent = connection_access::send(*owner_->masters[index], command_, self, index, owner_->shares_executor[index]);
 }
 
 void fanout::arm_deadline() {
@@ -326,7 +334,7 @@ void release_fanout::start() {
   count_as_cleanup();
   asked_ = owner_->masters.size();
   set_command(release_command());
-  for (std::size_t i = 0; i < asked_; ++i) send(i);
+  send_to_all();
   arm_deadline();
 }
 

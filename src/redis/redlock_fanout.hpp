@@ -166,6 +166,7 @@ class fanout : public reply_sink, public std::enable_shared_from_this<fanout> {
   void set_command(encoded_command cmd) noexcept { command_ = std::move(cmd); }
   bool has_command() const noexcept { return !command_.wire.empty(); }
   void send(std::size_t index);
+  void send_to_all();
   void arm_deadline();
   void abandon_pending();
   bool deadline_passed() const noexcept { return deadline_passed_; }
@@ -175,6 +176,7 @@ class fanout : public reply_sink, public std::enable_shared_from_this<fanout> {
 
  private:
   void track(std::size_t index);
+  void send(std::size_t index, const std::shared_ptr<fanout>& self);
 
   // What every answer reads comes first, the command (read when sending
   // only) last: 64 clients' fan-outs in flight must share the cache.
