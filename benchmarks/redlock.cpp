@@ -6,6 +6,7 @@
 // Scenarios: redlock_1, redlock_3, redlock_5 (one coroutine, one key),
 // redlock_5_concurrent (64 coroutines, 64 keys), redlock_5_sequential,
 // redlock_5_two_down (2 masters SIGSTOPped by this program, resumed after).
+// DLOCK_BENCH_CONTROL=1 runs the raw loop in dlock's turns: an A/A run.
 #include "common.hpp"
 
 #include <dlock/redis/connection.hpp>
@@ -150,10 +151,10 @@ struct raw_client {
   bench_clock::time_point started;
 };
 
-/// `clients` independent lock/unlock loops over `ports`, each deciding at the majority.
-void run_raw(const std::string& bench, const std::vector<std::uint16_t>& ports, int clients,
-             int ops_each) {
-  if (!dlock::bench::wanted(bench, "raw")) return;
+/// `clients` independent lock/unlock loops over `ports`, each deciding at
+/// the majority; printed as `impl`.
+void raw_loop(const std::string& bench, const std::vector<std::uint16_t>& ports, int clients, int ops_each,
+              const std::string& impl) {
   std::vector<std::unique_ptr<raw_master>> masters;
   for (auto port : ports) masters.push_back(std::make_unique<raw_master>(port));
   int n = static_cast<int>(masters.size()), quorum = n / 2 + 1;
@@ -241,8 +242,17 @@ void run_raw(const std::string& bench, const std::vector<std::uint16_t>& ports, 
     }
   }
   rec.stop();
-  rec.print(bench, "raw", static_cast<std::uint64_t>(clients) * static_cast<std::uint64_t>(ops_each));
+  rec.print(bench, impl, static_cast<std::uint64_t>(clients) * static_cast<std::uint64_t>(ops_each));
 }
+
+void run_raw(const std::string& bench, const std::vector<std::uint16_t>& ports, int clients, int ops_each) {
+  if (dlock::bench::wanted(bench, "raw")) raw_loop(bench, ports, clients, ops_each, "raw");
+}
+
+/// DLOCK_BENCH_CONTROL=1: the dlock side's turns run the raw loop again,
+/// printed as "raw_control". Two identical loops, alternating as raw and
+/// dlock do, show how far this host alone moves a ratio (RESULTS.md).
+bool control_run() { return dlock::bench::env_or("DLOCK_BENCH_CONTROL", "0") == "1"; }
 
 // ==================================================================== dlock
 
@@ -363,6 +373,10 @@ asio::awaitable<void> dlock_scenario(asio::any_io_executor ex, std::vector<std::
 void run_dlock(const std::string& bench, const std::vector<std::uint16_t>& ports, int clients, int ops_each,
                bool sequential = false) {
   if (!dlock::bench::wanted(bench, dlock::bench::dlock_impl())) return;
+  if (control_run()) {
+    if (dlock::bench::dlock_impl() == "dlock" && !sequential) raw_loop(bench, ports, clients, ops_each, "raw_control");
+    return;
+  }
   asio::io_context io;
   dlock_run run;
   asio::co_spawn(io, dlock_scenario(io.get_executor(), ports, bench, clients, ops_each, sequential, &run),
