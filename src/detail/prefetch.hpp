@@ -7,16 +7,20 @@
 #pragma once
 
 #include <cstddef>
+#include <utility>
 
 namespace dlock::detail {
 
 inline constexpr std::size_t cache_line = 64;
 
-/// The lines of [p, p + bytes).
-inline void prefetch(const void* p, std::size_t bytes = cache_line) noexcept {
+/// The lines of [p, p + Bytes): a few instructions, unrolled.
+template <std::size_t Bytes = cache_line>
+inline void prefetch(const void* p) noexcept {
   const auto* at = static_cast<const char*>(p);
-  for (std::size_t offset = 0; offset < bytes; offset += cache_line) __builtin_prefetch(at + offset);
-  if (bytes > 0) __builtin_prefetch(at + bytes - 1);
+  [&]<std::size_t... Line>(std::index_sequence<Line...>) {
+    (__builtin_prefetch(at + Line * cache_line), ...);
+  }(std::make_index_sequence<(Bytes + cache_line - 1) / cache_line>());
+  if constexpr (Bytes % cache_line != 0) __builtin_prefetch(at + Bytes - 1);
 }
 
 }  // namespace dlock::detail

@@ -146,8 +146,9 @@ bool multiplexer::resend_as_eval(request_ptr& r) {
 // the request after next, and the next one's sink (its request was fetched
 // at the previous reply). Written a round trip ago, they are cold.
 void multiplexer::prefetch_next_answers() const noexcept {
-  if (const request_ptr* after_next = queue_.in_flight_at(2)) (*after_next)->prefetch();
-  if (const request_ptr* next = queue_.in_flight_at(1)) (*next)->target.prefetch_sink();
+  auto [next, after_next] = queue_.next_in_flight();
+  if (after_next) (*after_next)->prefetch();
+  if (next) (*next)->target.prefetch_sink();
 }
 
 multiplexer::answer multiplexer::on_reply(const reply& r) {

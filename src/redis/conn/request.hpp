@@ -70,7 +70,7 @@ class completion_target {
   /// Fetches the first lines of the sink, if any, ahead of its answer (a
   /// fan-out reads its state near its start).
   void prefetch_sink() const noexcept {
-    if (sink_) dlock::detail::prefetch(sink_.get(), 4 * dlock::detail::cache_line);
+    if (sink_) dlock::detail::prefetch<4 * dlock::detail::cache_line>(sink_.get());
   }
   void clear() noexcept {
     if (std::exchange(handler_set_, false)) op_.clear();  // a sink's request never touches op_
@@ -128,12 +128,7 @@ struct request {
   bool uses_wire() const noexcept { return borrowed.empty() || use_eval; }
   /// Fetches what every step touches ahead of it: the fields before `wire`,
   /// and the shared count's block just in front of them (make_shared).
-  void prefetch() const noexcept {
-    constexpr std::size_t count_block = 16;
-    const auto* begin = reinterpret_cast<const char*>(this);
-    auto hot = static_cast<std::size_t>(reinterpret_cast<const char*>(&wire) - begin);
-    dlock::detail::prefetch(begin - count_block, count_block + hot);
-  }
+  void prefetch() const noexcept;
 
   void answer_to(handler_type handler, bool in_place) {
     target.set(std::move(handler), in_place);
@@ -155,6 +150,13 @@ struct request {
   }
 };
 using request_ptr = std::shared_ptr<request>;
+
+// `wire` is the last member: what comes before it is the hot part.
+inline void request::prefetch() const noexcept {
+  constexpr std::size_t count_block = 16;
+  constexpr std::size_t hot = sizeof(request) - sizeof(std::string);
+  dlock::detail::prefetch<count_block + hot>(reinterpret_cast<const char*>(this) - count_block);
+}
 
 // A request as it was when sent: it may since have completed and been reused.
 struct request_handle {

@@ -25,8 +25,13 @@ class request_queue {
   std::size_t size() const noexcept { return waiting_.size() + in_flight_.size(); }
   /// The oldest request written and not yet answered (abandoned or not), or null.
   const Ptr* oldest_in_flight() const noexcept { return in_flight_.empty() ? nullptr : &in_flight_.front(); }
-  /// The in-flight request `n` places after the oldest, or null.
-  const Ptr* in_flight_at(std::size_t n) const noexcept { return n < in_flight_.size() ? &in_flight_[n] : nullptr; }
+  /// The in-flight requests one and two places after the oldest (null where none).
+  std::pair<const Ptr*, const Ptr*> next_in_flight() const noexcept {
+    auto it = in_flight_.begin(), end = in_flight_.end();
+    if (it == end || ++it == end) return {nullptr, nullptr};
+    const Ptr* next = &*it;
+    return {next, ++it == end ? nullptr : &*it};
+  }
 
   /// Moves every waiting request (but the skipped) to the in-flight FIFO,
   /// calling `on_staged(p)` on each, in order. Returns how many were staged.
@@ -35,9 +40,10 @@ class request_queue {
   template <class Skip, class OnStaged, class Ahead>
   std::size_t stage_each(Skip skip, OnStaged on_staged, Ahead ahead, std::size_t lead = 2) {
     std::size_t staged = 0;
-    for (std::size_t i = 0; i < waiting_.size(); ++i) {
-      if (i + lead < waiting_.size()) ahead(std::as_const(waiting_[i + lead]));
-      auto& p = waiting_[i];
+    auto next_ahead = waiting_.begin();  // iterators: a deque's operator[] divides
+    for (std::size_t i = 0; i < lead && next_ahead != waiting_.end(); ++i) ++next_ahead;
+    for (auto& p : waiting_) {
+      if (next_ahead != waiting_.end()) ahead(std::as_const(*next_ahead++));
       if (skip(p)) continue;
       on_staged(p);
       in_flight_.push_back(std::move(p));
