@@ -132,12 +132,12 @@ basic_hold::~basic_hold() {
 // The state lives on the connection's executor: get there first.
 void basic_hold::start_acquire(bool retry, std::optional<std::chrono::milliseconds> wait, handler_type handler,
                                bool in_place) {
-  asio::dispatch(state_->executor, [s = state_, retry, wait, h = std::move(handler), in_place]() mutable {
+  dlock::detail::dispatch_here(state_->executor, [s = state_, retry, wait, h = std::move(handler), in_place]() mutable {
     detail::begin_acquire(std::move(s), retry, wait, std::move(h), in_place);
   });
 }
 void basic_hold::start_release(handler_type handler, bool in_place) {
-  asio::dispatch(state_->executor, [s = state_, h = std::move(handler), in_place]() mutable {
+  dlock::detail::dispatch_here(state_->executor, [s = state_, h = std::move(handler), in_place]() mutable {
     detail::begin_release(std::move(s), std::move(h), in_place);
   });
 }

@@ -154,7 +154,7 @@ void redlock::start_lock(handler0 handler, bool retry, std::optional<std::chrono
 }
 
 void redlock::start_unlock(handler0 handler, bool in_place) {
-  asio::dispatch(impl_->executor, [impl = impl_, h = std::move(handler), in_place]() mutable {
+  dlock::detail::dispatch_here(impl_->executor, [impl = impl_, h = std::move(handler), in_place]() mutable {
     if (impl->acquiring)  // a lost hold being acquired again: nothing to release
       return detail::post_completion(impl->executor, std::move(h), make_error_code(dlock::error::not_held));
     if (impl->hold.state() == detail::hold::phase::lost) {
@@ -193,7 +193,7 @@ void redlock::start_unlock(handler0 handler, bool in_place) {
 }
 
 void redlock::start_extend(std::chrono::milliseconds ttl, handler0 handler) {
-  asio::dispatch(impl_->executor, [impl = impl_, ttl, h = std::move(handler)]() mutable {
+  dlock::detail::dispatch_here(impl_->executor, [impl = impl_, ttl, h = std::move(handler)]() mutable {
     detail::start_extend(impl, ttl, std::move(h));
   });
 }

@@ -343,7 +343,7 @@ void start_acquire(std::shared_ptr<redlock_impl> owner, handler0 handler, bool r
                    std::optional<milliseconds> wait, bool in_place) {
   auto op = std::make_shared<lock_op>(owner, std::move(handler), retry, wait, in_place);
   op->bind_cancellation();
-  asio::dispatch(owner->executor, [op] { op->start(); });
+  dlock::detail::dispatch_here(owner->executor, [op = std::move(op)] { op->start(); });
 }
 
 void cancel_acquire(redlock_impl& owner) {
