@@ -114,8 +114,8 @@ bool multiplexer::commit_write(std::size_t n) noexcept {
 // abandoned before being sent does not count.
 
 bool multiplexer::script_loaded(const script::data& s) const noexcept {
-  for (const auto& known : loaded_scripts_)
-    if (known.get() == &s || known->sha1 == s.sha1) return true;
+  for (const auto& sha1 : loaded_scripts_)
+    if (sha1 == s.sha1) return true;
   return false;
 }
 
@@ -124,7 +124,7 @@ void multiplexer::choose_script_form(request& r) {
   if (!r.use_eval) build_eval_form(r);
   constexpr std::size_t max_loaded = 64;  // many one-off scripts: start over rather than grow
   if (loaded_scripts_.size() >= max_loaded) loaded_scripts_.clear();
-  if (!script_loaded(*r.script)) loaded_scripts_.push_back(r.script);
+  if (!script_loaded(*r.script)) loaded_scripts_.push_back(r.script->sha1);
 }
 
 // An EVALSHA answered NOSCRIPT: the server's cache was flushed since the

@@ -105,8 +105,9 @@ class multiplexer {
   // Scripts sent as EVAL on this session, so loaded in the server's cache
   // unless it was flushed since: their next uses go as EVALSHA. Forgotten
   // on a reset and on a NOSCRIPT. A few entries (dlock's locks use two or
-  // three scripts).
-  std::vector<std::shared_ptr<const script::data>> loaded_scripts_;
+  // three scripts), by SHA-1: a request's script need only live while the
+  // request is owed (a borrowed one is its sink's, see connection_api.cpp).
+  std::vector<std::string> loaded_scripts_;
   std::string out_;  // the bytes of the write in progress
   std::size_t written_ = 0;
   bool writing_ = false;
