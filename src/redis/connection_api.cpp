@@ -20,26 +20,60 @@ namespace detail {
 
 namespace {
 
-void append_count(std::string& out, char kind, std::size_t n) {
+// One way to append to either buffer a command is encoded into.
+void append(std::string& out, std::string_view bytes) { out.append(bytes.data(), bytes.size()); }
+void append(command_buffer& out, std::string_view bytes) { out.insert(out.end(), bytes.begin(), bytes.end()); }
+
+template <class Buffer>
+void append_count(Buffer& out, char kind, std::size_t n) {
   char digits[24];
   digits[0] = kind;
-  auto end = std::to_chars(digits + 1, digits + sizeof digits, n).ptr;
-  out.append(digits, static_cast<std::size_t>(end - digits));
-  out += "\r\n";
+  auto end = std::to_chars(digits + 1, digits + sizeof digits - 2, n).ptr;
+  *end++ = '\r';
+  *end++ = '\n';
+  append(out, std::string_view(digits, static_cast<std::size_t>(end - digits)));
 }
 
-void append_bulk(std::string& out, std::string_view argument) {
+template <class Buffer>
+void append_bulk(Buffer& out, std::string_view argument) {
   append_count(out, '$', argument.size());
-  out += argument;
-  out += "\r\n";
+  append(out, argument);
+  append(out, "\r\n");
 }
 
 // "*N", EVALSHA and the sha1: what every EVALSHA form starts with.
-void append_evalsha_head(std::string& out, std::size_t arguments, const std::string& sha1) {
+template <class Buffer>
+void append_evalsha_head(Buffer& out, std::size_t arguments, const std::string& sha1) {
   append_count(out, '*', arguments);
-  out += "$7\r\nEVALSHA\r\n$40\r\n";
-  out += sha1;
-  out += "\r\n";
+  append(out, "$7\r\nEVALSHA\r\n$40\r\n");
+  append(out, sha1);
+  append(out, "\r\n");
+}
+
+template <class Buffer>
+void append_command(Buffer& out, std::initializer_list<std::string_view> arguments) {
+  append_count(out, '*', arguments.size());
+  for (auto a : arguments) append_bulk(out, a);
+}
+
+// The EVALSHA form; returns where numkeys starts.
+template <class Buffer>
+std::size_t append_evalsha(Buffer& out, const script::data& s, std::initializer_list<std::string_view> keys,
+                           std::initializer_list<std::string_view> args) {
+  char numkeys[24];
+  auto numkeys_end = std::to_chars(numkeys, numkeys + sizeof numkeys, keys.size()).ptr;
+  append_evalsha_head(out, 3 + keys.size() + args.size(), s.sha1);
+  std::size_t tail_offset = out.size();
+  append_bulk(out, std::string_view(numkeys, static_cast<std::size_t>(numkeys_end - numkeys)));
+  for (auto k : keys) append_bulk(out, k);
+  for (auto a : args) append_bulk(out, a);
+  return tail_offset;
+}
+
+std::size_t encoded_size(std::initializer_list<std::string_view> arguments) {
+  std::size_t size = 64;
+  for (auto a : arguments) size += a.size() + 16;
+  return size;
 }
 
 }  // namespace
@@ -65,33 +99,33 @@ encoded_command encode_eval(const script& s, const command& tail) {
 // dlock's own commands, sent once or twice per lock operation: encoded
 // straight into one buffer of the right size.
 encoded_command encode(std::initializer_list<std::string_view> arguments) {
-  std::size_t size = 16;
-  for (auto a : arguments) size += a.size() + 16;
   encoded_command cmd;
-  cmd.wire.reserve(size);
-  append_count(cmd.wire, '*', arguments.size());
-  for (auto a : arguments) append_bulk(cmd.wire, a);
+  cmd.wire.reserve(encoded_size(arguments));
+  append_command(cmd.wire, arguments);
   return cmd;
 }
 
 // The same for a script, as EVALSHA (the EVAL form is built from it when needed).
 encoded_command encode_eval(const script& s, std::initializer_list<std::string_view> keys,
                             std::initializer_list<std::string_view> args) {
-  char numkeys[24];
-  auto numkeys_end = std::to_chars(numkeys, numkeys + sizeof numkeys, keys.size()).ptr;
-  std::string_view numkeys_text(numkeys, static_cast<std::size_t>(numkeys_end - numkeys));
-  std::size_t size = 64 + numkeys_text.size();
-  for (auto a : keys) size += a.size() + 16;
-  for (auto a : args) size += a.size() + 16;
   encoded_command cmd{std::string(), s.shared(), 0, 1};
-  std::string& wire = cmd.wire;
-  wire.reserve(size);
-  append_evalsha_head(wire, 3 + keys.size() + args.size(), s.shared()->sha1);
-  cmd.tail_offset = wire.size();
-  append_bulk(wire, numkeys_text);
-  for (auto k : keys) append_bulk(wire, k);
-  for (auto a : args) append_bulk(wire, a);
+  cmd.wire.reserve(encoded_size(keys) + encoded_size(args));
+  cmd.tail_offset = append_evalsha(cmd.wire, *s.shared(), keys, args);
   return cmd;
+}
+
+void inline_command::set(std::initializer_list<std::string_view> arguments) {
+  wire.clear();
+  script.reset();
+  tail_offset = 0;
+  append_command(wire, arguments);
+}
+
+void inline_command::set(const redis::script& s, std::initializer_list<std::string_view> keys,
+                         std::initializer_list<std::string_view> args) {
+  wire.clear();
+  script = s.shared();
+  tail_offset = static_cast<std::uint32_t>(append_evalsha(wire, *script, keys, args));
 }
 
 namespace {
@@ -106,16 +140,17 @@ void set_command(request& r, encoded_command cmd) {
 // A fan-out sends one encoded command to every master: each request borrows
 // its bytes (the fan-out, their sink, keeps them while they are owed) rather
 // than copying them into a buffer of its own, which would be cold by then.
-void borrow_command(request& r, const encoded_command& cmd) {
-  r.borrowed = cmd.wire;
-  r.script = cmd.script;
-  r.tail_offset = static_cast<std::uint32_t>(cmd.tail_offset);
-  r.replies = cmd.replies;
+// Its script too: the request's pointer takes no share (no count to touch),
+// as the multiplexer reads it only while the request is owed.
+void borrow_command(request& r, const inline_command& cmd) {
+  r.borrowed = cmd.bytes();
+  r.script = std::shared_ptr<const script::data>(std::shared_ptr<const script::data>(), cmd.script.get());
+  r.tail_offset = cmd.tail_offset;
 }
 
 }  // namespace
 
-request_handle connection_access::send(connection& c, const encoded_command& cmd, std::shared_ptr<reply_sink> sink,
+request_handle connection_access::send(connection& c, const inline_command& cmd, std::shared_ptr<reply_sink> sink,
                                        std::size_t index, bool on_executor) {
   auto& impl = *c.impl_;
   request_ptr r = on_executor ? impl.make_request() : std::make_shared<request>();

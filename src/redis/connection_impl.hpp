@@ -13,6 +13,7 @@
 
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/container/small_vector.hpp>
 
 #include <array>
 #include <chrono>
@@ -47,6 +48,24 @@ encoded_command encode_eval(const script& s, std::initializer_list<std::string_v
                             std::initializer_list<std::string_view> args);
 std::pair<std::string, std::size_t> evalsha_wire(const script::data& s, const command& tail);
 
+/// Room for a lock command with a key of a hundred bytes or so, inline.
+using command_buffer = boost::container::small_vector<char, 192>;
+
+/// One command a Redlock fan-out sends to every master, encoded once into
+/// the fan-out itself (no allocation for a lock's usual commands). Its
+/// requests borrow its bytes while they are owed.
+struct inline_command {
+  command_buffer wire;  // EVALSHA form for a script
+  std::shared_ptr<const redis::script::data> script;
+  std::uint32_t tail_offset = 0;  // where numkeys starts, for the EVAL form
+
+  void set(std::initializer_list<std::string_view> arguments);
+  void set(const redis::script& s, std::initializer_list<std::string_view> keys,
+           std::initializer_list<std::string_view> args);
+  bool empty() const noexcept { return wire.empty(); }
+  std::string_view bytes() const noexcept { return {wire.data(), wire.size()}; }
+};
+
 /// The clock reading of the reply hand-out running on this thread, if any,
 /// else now(): a time early by as long as the hand-out has run, never late.
 /// Only for what early makes safer and a long hand-out cannot starve: a
@@ -73,7 +92,7 @@ struct connection_access {
   // executor and so does the sink, which then gets replies in place. Returns
   // a handle for abandon(). `cmd` belongs to `sink` and must not change
   // while the request is owed: the request borrows its bytes.
-  static request_handle send(connection& c, const encoded_command& cmd, std::shared_ptr<reply_sink> sink,
+  static request_handle send(connection& c, const inline_command& cmd, std::shared_ptr<reply_sink> sink,
                              std::size_t index, bool on_executor);
   // The request gets operation_aborted unless it has completed; the reply,
   // if it comes, is read and dropped.

@@ -42,7 +42,7 @@ class extend_op final : public fanout {
 
   void start() {
     auto ttl = std::to_string(ttl_.count());
-    set_command(encode_eval(extend_script(), {owner_->key}, {owner_->hold.token(), ttl}));
+    set_command(extend_script(), {owner_->key}, {owner_->hold.token(), ttl});
     send_to_all();
     arm_deadline();
   }

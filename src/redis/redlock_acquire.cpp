@@ -54,7 +54,7 @@ class fencing_write_back final : public fanout {
   void send_to(std::size_t index) {
     if (!has_command()) {
       auto text = std::to_string(token_);
-      set_command(encode_eval(fencing_write_back_script(), {owner_->counter_key}, {text}));
+      set_command(fencing_write_back_script(), {owner_->counter_key}, {text});
     }
     ++asked_;
     send(index);
@@ -95,7 +95,7 @@ class acquire_attempt final : public fanout {
         token_(make_token()) {}
 
   void start() {
-    set_command(attempt_command());
+    set_attempt_command();
     send_to_all();
     arm_deadline();
   }
@@ -126,7 +126,7 @@ class acquire_attempt final : public fanout {
   void decided();
   void write_back();
   void written_back(error_code ec);
-  encoded_command attempt_command() const;
+  void set_attempt_command();
 
   // What every answer reads first (the report is a null pointer unless observed).
   round_report report_;
@@ -272,13 +272,11 @@ classified classify(error_code ec, const reply& answer, bool fencing) {
   return {master_outcome::failed};
 }
 
-encoded_command acquire_attempt::attempt_command() const {
+void acquire_attempt::set_attempt_command() {
   const auto& o = owner_->options;
   auto ttl = std::to_string(o.ttl.count());
-  if (o.fencing) {
-    return encode_eval(redlock_fenced_acquire_script(), {owner_->key, owner_->counter_key}, {token_, ttl});
-  }
-  return encode({"SET", owner_->key, token_, "NX", "PX", ttl});
+  if (o.fencing) return set_command(redlock_fenced_acquire_script(), {owner_->key, owner_->counter_key}, {token_, ttl});
+  set_command({"SET", owner_->key, token_, "NX", "PX", ttl});
 }
 
 void acquire_attempt::on_answer(std::size_t index, error_code ec, const reply& answer) {

@@ -321,9 +321,12 @@ void round_report::settled(const redlock_impl& owner) {
 
 // -------------------------------------------------------------- release_fanout
 
-release_fanout::release_fanout(std::shared_ptr<redlock_impl> owner, std::string token, done_handler done,
+release_fanout::release_fanout(std::shared_ptr<redlock_impl> owner, std::string_view token, done_handler done,
                                bool in_place)
-    : fanout(std::move(owner)), in_place_(in_place), done_(std::move(done)), token_(std::move(token)) {}
+    : fanout(std::move(owner)), in_place_(in_place), done_(std::move(done)) {
+  if (!done_.has_handler()) token_ = token;
+  set_command(release_script(), {owner_->key}, {token});
+}
 
 void release_fanout::count_as_cleanup() {
   cleanup_ = !done_.has_handler();
@@ -333,7 +336,6 @@ void release_fanout::count_as_cleanup() {
 void release_fanout::start() {
   count_as_cleanup();
   asked_ = owner_->masters.size();
-  set_command(release_command());
   send_to_all();
   arm_deadline();
 }
@@ -341,13 +343,8 @@ void release_fanout::start() {
 void release_fanout::start(std::size_t master) {
   count_as_cleanup();
   asked_ = 1;
-  set_command(release_command());
   send(master);
   arm_deadline();
-}
-
-encoded_command release_fanout::release_command() const {
-  return encode_eval(release_script(), {owner_->key}, {token_});
 }
 
 void release_fanout::on_answer(std::size_t index, error_code ec, const reply& answer) {

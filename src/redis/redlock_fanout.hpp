@@ -163,8 +163,12 @@ class fanout : public reply_sink, public std::enable_shared_from_this<fanout> {
   /// The one command every send() sends: set once, before the first send,
   /// and never changed, as the requests borrow its bytes while they are
   /// owed (this fan-out, their sink, lives that long).
-  void set_command(encoded_command cmd) noexcept { command_ = std::move(cmd); }
-  bool has_command() const noexcept { return !command_.wire.empty(); }
+  void set_command(std::initializer_list<std::string_view> arguments) { command_.set(arguments); }
+  void set_command(const script& s, std::initializer_list<std::string_view> keys,
+                   std::initializer_list<std::string_view> args) {
+    command_.set(s, keys, args);
+  }
+  bool has_command() const noexcept { return !command_.empty(); }
   void send(std::size_t index);
   void send_to_all();
   void arm_deadline();
@@ -189,7 +193,7 @@ class fanout : public reply_sink, public std::enable_shared_from_this<fanout> {
     bool in_flight = false;
   };
   boost::container::small_vector<master_state, 7> masters_;  // inline for up to 7 masters
-  encoded_command command_;
+  inline_command command_;
 };
 
 /// What the observer is told of one round (acquire or extend), once it
@@ -227,8 +231,9 @@ class release_fanout final : public fanout {
  public:
   using done_handler = asio::any_completion_handler<void(error_code)>;
   // The handler is taken here: any_completion_handler's assignment is broken in Asio 1.81.
-  // `in_place`: `done` runs on the redlock's executor.
-  release_fanout(std::shared_ptr<redlock_impl> owner, std::string token, done_handler done = {},
+  // `in_place`: `done` runs on the redlock's executor. The command is
+  // encoded here, with `token`.
+  release_fanout(std::shared_ptr<redlock_impl> owner, std::string_view token, done_handler done = {},
                  bool in_place = false);
   void start();                     // every master
   void start(std::size_t master);  // one
@@ -239,7 +244,6 @@ class release_fanout final : public fanout {
   void on_answer(std::size_t index, error_code ec, const reply& answer) override;
   void on_all_answered() override;
   void complete(error_code ec);
-  encoded_command release_command() const;
 
   void count_as_cleanup();
 
@@ -249,7 +253,7 @@ class release_fanout final : public fanout {
   bool ends_release_ = false;
   bool cleanup_ = false;  // a background release: counted in cleanups_in_flight
   dlock::detail::op_base<void(error_code)> done_;  // none: a background release
-  std::string token_;
+  std::string token_;  // a background release's only: noted if a master fails it
 };
 
 /// acquire(), try_acquire(), acquire_for() (redlock_acquire.cpp); from any thread.

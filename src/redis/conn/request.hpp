@@ -116,6 +116,7 @@ struct request {
   // lives as long as it is owed one, and read only then (staged, resent).
   // Empty: the request's own `wire`.
   std::string_view borrowed;
+  // With borrowed bytes, the sink's script, held without a share.
   std::shared_ptr<const redis::script::data> script;
   clock::time_point deadline = clock::time_point::max();
   completion_target target;  // a sink's part first, a handler's after it
