@@ -113,9 +113,11 @@ bool multiplexer::commit_write(std::size_t n) noexcept {
 // the same write. Decided when the request is written, so a first use
 // abandoned before being sent does not count.
 
+// Asked for every script request staged: a fixed-size compare, not a call to memcmp.
 bool multiplexer::script_loaded(const script::data& s) const noexcept {
+  if (s.sha1.size() != sha1_digits) return false;  // never: a script's SHA-1 is 40 hex digits
   for (const auto& sha1 : loaded_scripts_)
-    if (sha1 == s.sha1) return true;
+    if (std::equal(sha1.begin(), sha1.end(), s.sha1.data())) return true;
   return false;
 }
 
@@ -124,7 +126,11 @@ void multiplexer::choose_script_form(request& r) {
   if (!r.use_eval) build_eval_form(r);
   constexpr std::size_t max_loaded = 64;  // many one-off scripts: start over rather than grow
   if (loaded_scripts_.size() >= max_loaded) loaded_scripts_.clear();
-  if (!script_loaded(*r.script)) loaded_scripts_.push_back(r.script->sha1);
+  const auto& sha1 = r.script->sha1;
+  if (sha1.size() == sha1_digits && !script_loaded(*r.script)) {
+    loaded_scripts_.emplace_back();
+    std::copy_n(sha1.data(), sha1_digits, loaded_scripts_.back().begin());
+  }
 }
 
 // An EVALSHA answered NOSCRIPT: the server's cache was flushed since the

@@ -10,6 +10,7 @@
 
 #include "request_queue.hpp"
 
+#include <array>
 #include <string_view>
 #include <vector>
 
@@ -107,7 +108,8 @@ class multiplexer {
   // on a reset and on a NOSCRIPT. A few entries (dlock's locks use two or
   // three scripts), by SHA-1: a request's script need only live while the
   // request is owed (a borrowed one is its sink's, see connection_api.cpp).
-  std::vector<std::string> loaded_scripts_;
+  static constexpr std::size_t sha1_digits = 40;
+  std::vector<std::array<char, sha1_digits>> loaded_scripts_;
   std::string out_;  // the bytes of the write in progress
   std::size_t written_ = 0;
   bool writing_ = false;

@@ -7,8 +7,9 @@ namespace dlock::redis::detail {
 hold::hold(asio::any_io_executor executor, drift_rule drift)
     : drift_(drift), loss_(executor), extender_(executor), validity_timer_(executor) {}
 
-void hold::begin(std::string token, steady_time sent, std::chrono::milliseconds ttl, std::int64_t fencing_token) {
-  token_ = std::move(token);
+// The token is copied into the last hold's buffer: no allocation after the first.
+void hold::begin(std::string_view token, steady_time sent, std::chrono::milliseconds ttl, std::int64_t fencing_token) {
+  token_.assign(token);
   fencing_token_ = fencing_token;
   phase_ = phase::held;
   ++id_;

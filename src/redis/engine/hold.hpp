@@ -45,7 +45,7 @@ class hold {
 
   /// Acquired: `token` was set by commands sent at `sent` with `ttl`;
   /// `fencing_token` is the hold's fencing token (0: the lock has none).
-  void begin(std::string token, steady_time sent, std::chrono::milliseconds ttl, std::int64_t fencing_token = 0);
+  void begin(std::string_view token, steady_time sent, std::chrono::milliseconds ttl, std::int64_t fencing_token = 0);
   /// Keep it alive: `step` sends one extension and calls renew() on success.
   void extend_automatically(auto_extend_settings settings, auto_extender::step_function step);
   /// An extension sent at `sent` with `ttl` succeeded.
