@@ -23,6 +23,7 @@
 #include "redlock_fanout.hpp"
 
 #include "detail/op_base.hpp"
+#include "detail/recycling_allocator.hpp"
 #include "redis/engine/acquire_machine.hpp"
 #include "redis/engine/replies.hpp"
 #include "redis/token.hpp"
@@ -92,7 +93,7 @@ class acquire_attempt final : public fanout {
         round_(owner_->masters.size(), owner_->options.ttl, owner_->hold_drift(), recent_now(),
                owner_->options.fencing),
         op_(std::move(op)),
-        token_(make_token()) {}
+        token_(make_token_text()) {}
 
   void start() {
     set_attempt_command();
@@ -110,9 +111,7 @@ class acquire_attempt final : public fanout {
   /// Won: the round, and with fencing the write-back, succeeded.
   bool won() const noexcept { return round_.state() == round_state::acquired && !write_back_failure_; }
   error_code failure() const noexcept { return write_back_failure_ ? write_back_failure_ : round_.failure(); }
-  const std::string& token() const noexcept { return token_; }
-  /// A won attempt's token goes to the hold (a won round releases nothing late).
-  std::string take_token() noexcept { return std::move(token_); }
+  std::string_view token() const noexcept { return token_.view(); }
 
  private:
   void on_answer(std::size_t index, error_code ec, const reply& answer) override;
@@ -132,7 +131,7 @@ class acquire_attempt final : public fanout {
   round_report report_;
   redlock_round round_;
   std::shared_ptr<lock_op> op_;
-  std::string token_;  // fresh for every attempt
+  token_text token_;  // fresh for every attempt
   error_code write_back_failure_;
   boost::container::small_vector<bool, 7> resent_;  // after NOSCRIPT, once per master
 };
@@ -171,7 +170,7 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
     if (op_.done() || &attempt != current_.get()) return;
     const auto& round = attempt.round();
     bool won = attempt.won();
-    if (won) owner_->begin_hold(attempt.take_token(), round.start(), round.fencing_token());
+    if (won) owner_->begin_hold(attempt.token(), round.start(), round.fencing_token());
     if (!won && dlock::detail::log_enabled(log_level::debug))
       dlock::detail::log(log_level::debug, "redlock " + owner_->key + ": attempt failed (" +
                                                attempt.failure().message() + "): " + owner_->last_outcomes());
@@ -212,7 +211,7 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
       case kind::send_attempt:
         owner_->resend_unsettled_cleanups();  // ahead of this attempt's SETs, on the same connections
         ++attempts_;
-        current_ = std::make_shared<acquire_attempt>(owner_, shared_from_this());
+        current_ = dlock::detail::make_shared_recycled<acquire_attempt>(owner_, shared_from_this());
         return current_->start();
       case kind::pause:
         pause_.expires_after(action.pause);
@@ -275,8 +274,8 @@ classified classify(error_code ec, const reply& answer, bool fencing) {
 void acquire_attempt::set_attempt_command() {
   const auto& o = owner_->options;
   auto ttl = std::to_string(o.ttl.count());
-  if (o.fencing) return set_command(redlock_fenced_acquire_script(), {owner_->key, owner_->counter_key}, {token_, ttl});
-  set_command({"SET", owner_->key, token_, "NX", "PX", ttl});
+  if (o.fencing) return set_command(redlock_fenced_acquire_script(), {owner_->key, owner_->counter_key}, {token(), ttl});
+  set_command({"SET", owner_->key, token(), "NX", "PX", ttl});
 }
 
 void acquire_attempt::on_answer(std::size_t index, error_code ec, const reply& answer) {
@@ -301,7 +300,7 @@ void acquire_attempt::on_answer(std::size_t index, error_code ec, const reply& a
   }
   // A yes after the round failed: release it again (this attempt's token,
   // which no other attempt uses).
-  if (round_.needs_late_release(index)) owner_->release_in_background(token_, index);
+  if (round_.needs_late_release(index)) owner_->release_in_background(token(), index);
 }
 
 void acquire_attempt::decided() {
@@ -339,7 +338,7 @@ void acquire_attempt::written_back(error_code ec) {
 
 void start_acquire(std::shared_ptr<redlock_impl> owner, handler0 handler, bool retry,
                    std::optional<milliseconds> wait, bool in_place) {
-  auto op = std::make_shared<lock_op>(owner, std::move(handler), retry, wait, in_place);
+  auto op = dlock::detail::make_shared_recycled<lock_op>(owner, std::move(handler), retry, wait, in_place);
   op->bind_cancellation();
   dlock::detail::dispatch_here(owner->executor, [op = std::move(op)] { op->start(); });
 }

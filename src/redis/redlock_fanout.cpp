@@ -79,8 +79,8 @@ asio::awaitable<error_code> auto_extend_step(std::weak_ptr<redlock_impl> weak) {
 
 }  // namespace
 
-void redlock_impl::begin_hold(std::string token, redlock_clock::time_point start, std::int64_t fencing_token) {
-  hold.begin(std::move(token), start, options.ttl, fencing_token);
+void redlock_impl::begin_hold(std::string_view token, redlock_clock::time_point start, std::int64_t fencing_token) {
+  hold.begin(token, start, options.ttl, fencing_token);
   if (!options.auto_extend) return;
   auto_extend_settings settings{options.ttl, options.extend_fraction, options.max_hold};
   std::weak_ptr<redlock_impl> weak = weak_from_this();
@@ -88,15 +88,15 @@ void redlock_impl::begin_hold(std::string token, redlock_clock::time_point start
 }
 
 void redlock_impl::release_in_background() {
-  std::make_shared<release_fanout>(shared_from_this(), hold.token())->start();
+  dlock::detail::make_shared_recycled<release_fanout>(shared_from_this(), hold.token())->start();
 }
 
-void redlock_impl::release_in_background(const std::string& t) {
-  std::make_shared<release_fanout>(shared_from_this(), t)->start();
+void redlock_impl::release_in_background(std::string_view t) {
+  dlock::detail::make_shared_recycled<release_fanout>(shared_from_this(), t)->start();
 }
 
-void redlock_impl::release_in_background(const std::string& t, std::size_t master) {
-  std::make_shared<release_fanout>(shared_from_this(), t)->start(master);
+void redlock_impl::release_in_background(std::string_view t, std::size_t master) {
+  dlock::detail::make_shared_recycled<release_fanout>(shared_from_this(), t)->start(master);
 }
 
 void redlock_impl::note_unsettled(std::size_t master, std::string attempt_token, error_code why) {

@@ -11,6 +11,7 @@
 #include "detail/completion.hpp"
 #include "detail/observed_lock.hpp"
 #include "detail/op_base.hpp"
+#include "detail/recycling_allocator.hpp"
 #include "redis/engine/scripts.hpp"
 
 #include <boost/asio/steady_timer.hpp>
@@ -84,13 +85,13 @@ class redlock_impl : public std::enable_shared_from_this<redlock_impl> {
   /// the hold) releases its keys in the background.
   void attach_hold();
   /// A round (acquire) won with `token`, whose SETs were sent at `start`.
-  void begin_hold(std::string token, redlock_clock::time_point start, std::int64_t fencing_token);
+  void begin_hold(std::string_view token, redlock_clock::time_point start, std::int64_t fencing_token);
   /// Compare-and-delete of the held token on every master, on handlers that
   /// ignore any caller's cancellation.
   void release_in_background();
   /// The same for an attempt's `token`, on every master or on one.
-  void release_in_background(const std::string& token);
-  void release_in_background(const std::string& token, std::size_t master);
+  void release_in_background(std::string_view token);
+  void release_in_background(std::string_view token, std::size_t master);
   /// Background compare-and-deletes not yet answered (or timed out) by every
   /// master they went to. No SET is sent while there is one.
   int cleanups_in_flight = 0;
