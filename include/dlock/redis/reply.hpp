@@ -69,7 +69,9 @@ class reply {
   std::vector<reply>& elements() noexcept { return elements_; }
 
   /// True for the status reply "OK".
-  bool is_ok() const noexcept { return kind_ == kind::status && text_ == "OK"; }
+  bool is_ok() const noexcept {  // two characters compared, not a call to memcmp (every SET's reply)
+    return kind_ == kind::status && text_.size() == 2 && text_[0] == 'O' && text_[1] == 'K';
+  }
 
  private:
   friend struct detail::reply_builder;  // the parser fills replies in place

@@ -3,6 +3,8 @@
 #include "redis/reply_parser.hpp"
 
 #include <algorithm>
+#include <cstdint>
+#include <cstring>
 
 namespace dlock::redis::detail {
 namespace {
@@ -113,11 +115,25 @@ bool multiplexer::commit_write(std::size_t n) noexcept {
 // the same write. Decided when the request is written, so a first use
 // abandoned before being sent does not count.
 
-// Asked for every script request staged: a fixed-size compare, not a call to memcmp.
+namespace {
+
+// 40 digits as five words: compared inline (std::equal becomes a call to
+// memcmp), for every script request staged.
+using sha1_words = std::array<std::uint64_t, 5>;
+sha1_words words_of(const char* digits) noexcept {
+  sha1_words words;
+  std::memcpy(words.data(), digits, sizeof words);
+  return words;
+}
+
+}  // namespace
+
 bool multiplexer::script_loaded(const script::data& s) const noexcept {
+  static_assert(sizeof(sha1_words) == sha1_digits);
   if (s.sha1.size() != sha1_digits) return false;  // never: a script's SHA-1 is 40 hex digits
+  auto wanted = words_of(s.sha1.data());
   for (const auto& sha1 : loaded_scripts_)
-    if (std::equal(sha1.begin(), sha1.end(), s.sha1.data())) return true;
+    if (words_of(sha1.data()) == wanted) return true;
   return false;
 }
 
