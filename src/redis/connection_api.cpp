@@ -96,16 +96,9 @@ encoded_command encode_eval(const script& s, const command& tail) {
   return {std::move(wire.first), s.shared(), wire.second};
 }
 
-// dlock's own commands, sent once or twice per lock operation: encoded
-// straight into one buffer of the right size.
-encoded_command encode(std::initializer_list<std::string_view> arguments) {
-  encoded_command cmd;
-  cmd.wire.reserve(encoded_size(arguments));
-  append_command(cmd.wire, arguments);
-  return cmd;
-}
-
-// The same for a script, as EVALSHA (the EVAL form is built from it when needed).
+// dlock's own scripts, sent once or twice per lock operation: encoded
+// straight into one buffer of the right size, as EVALSHA (the EVAL form is
+// built from it when needed).
 encoded_command encode_eval(const script& s, std::initializer_list<std::string_view> keys,
                             std::initializer_list<std::string_view> args) {
   encoded_command cmd{std::string(), s.shared(), 0, 1};

@@ -42,7 +42,6 @@ struct encoded_command {
   std::uint32_t replies = 1;  // more for a MULTI ... EXEC block (see request)
 };
 encoded_command encode(command cmd);
-encoded_command encode(std::initializer_list<std::string_view> arguments);
 encoded_command encode_eval(const script& s, const command& tail);
 encoded_command encode_eval(const script& s, std::initializer_list<std::string_view> keys,
                             std::initializer_list<std::string_view> args);

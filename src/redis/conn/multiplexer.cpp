@@ -115,26 +115,23 @@ bool multiplexer::commit_write(std::size_t n) noexcept {
 // the same write. Decided when the request is written, so a first use
 // abandoned before being sent does not count.
 
-namespace {
-
 // 40 digits as five words: compared inline (std::equal becomes a call to
 // memcmp), for every script request staged.
-using sha1_words = std::array<std::uint64_t, 5>;
-sha1_words words_of(const char* digits) noexcept {
+multiplexer::sha1_words multiplexer::words_of(const std::string& sha1) noexcept {
   sha1_words words;
-  std::memcpy(words.data(), digits, sizeof words);
+  std::memcpy(words.data(), sha1.data(), sizeof words);
   return words;
 }
 
-}  // namespace
-
 bool multiplexer::script_loaded(const script::data& s) const noexcept {
-  static_assert(sizeof(sha1_words) == sha1_digits);
   if (s.sha1.size() != sha1_digits) return false;  // never: a script's SHA-1 is 40 hex digits
-  auto wanted = words_of(s.sha1.data());
-  for (const auto& sha1 : loaded_scripts_)
-    if (words_of(sha1.data()) == wanted) return true;
-  return false;
+  auto wanted = words_of(s.sha1);
+  auto same = [&wanted](const sha1_words& known) {
+    for (std::size_t i = 0; i < known.size(); ++i)
+      if (known[i] != wanted[i]) return false;
+    return true;
+  };
+  return std::any_of(loaded_scripts_.begin(), loaded_scripts_.end(), same);
 }
 
 void multiplexer::choose_script_form(request& r) {
@@ -142,11 +139,8 @@ void multiplexer::choose_script_form(request& r) {
   if (!r.use_eval) build_eval_form(r);
   constexpr std::size_t max_loaded = 64;  // many one-off scripts: start over rather than grow
   if (loaded_scripts_.size() >= max_loaded) loaded_scripts_.clear();
-  const auto& sha1 = r.script->sha1;
-  if (sha1.size() == sha1_digits && !script_loaded(*r.script)) {
-    loaded_scripts_.emplace_back();
-    std::copy_n(sha1.data(), sha1_digits, loaded_scripts_.back().begin());
-  }
+  if (r.script->sha1.size() == sha1_digits && !script_loaded(*r.script))
+    loaded_scripts_.push_back(words_of(r.script->sha1));
 }
 
 // An EVALSHA answered NOSCRIPT: the server's cache was flushed since the

@@ -11,6 +11,8 @@
 #include "request_queue.hpp"
 
 #include <array>
+#include <cstdint>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -109,7 +111,9 @@ class multiplexer {
   // three scripts), by SHA-1: a request's script need only live while the
   // request is owed (a borrowed one is its sink's, see connection_api.cpp).
   static constexpr std::size_t sha1_digits = 40;
-  std::vector<std::array<char, sha1_digits>> loaded_scripts_;
+  using sha1_words = std::array<std::uint64_t, sha1_digits / 8>;
+  static sha1_words words_of(const std::string& sha1) noexcept;
+  std::vector<sha1_words> loaded_scripts_;
   std::string out_;  // the bytes of the write in progress
   std::size_t written_ = 0;
   bool writing_ = false;

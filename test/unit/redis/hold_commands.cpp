@@ -139,14 +139,15 @@ BOOST_AUTO_TEST_CASE(the_admit_answer) {
 
 BOOST_AUTO_TEST_SUITE_END()
 
-// dlock's own commands are encoded straight into one buffer
-// (connection_api.cpp): byte for byte what the general encoders write, with
+// dlock's own commands are encoded straight into one buffer, or into a
+// fan-out (connection_api.cpp): byte for byte what the general encoders write, with
 // the EVALSHA tail (from which an EVAL form is built) at the same place.
 BOOST_AUTO_TEST_CASE(the_one_buffer_encoders_write_what_a_command_writes) {
   std::string key = "lock-key", token(33, 't'), ttl = "1500", long_argument(300, 'x');
-  auto direct = detail::encode({"SET", key, token, "NX", "PX", ttl});
+  detail::inline_command direct;  // a Redlock fan-out's, in its own buffer
+  direct.set({"SET", key, token, "NX", "PX", ttl});
   auto general = detail::encode(redis::command{"SET", key, token, "NX", "PX", ttl});
-  BOOST_CHECK_EQUAL(direct.wire, general.wire);
+  BOOST_CHECK_EQUAL(direct.bytes(), general.wire);
   BOOST_CHECK(!direct.script);
 
   const auto& script = detail::release_script();
@@ -158,4 +159,11 @@ BOOST_AUTO_TEST_CASE(the_one_buffer_encoders_write_what_a_command_writes) {
   BOOST_CHECK_EQUAL(eval_direct.tail_offset, eval_general.tail_offset);
   BOOST_CHECK(eval_direct.script == eval_general.script);
   BOOST_CHECK_EQUAL(eval_direct.replies, 1u);
+
+  // Longer than the inline room: the fan-out's buffer grows to the heap.
+  detail::inline_command eval_inline;
+  eval_inline.set(script, {key, "counter"}, {token, ttl, long_argument, ""});
+  BOOST_CHECK_EQUAL(eval_inline.bytes(), eval_general.wire);
+  BOOST_CHECK_EQUAL(eval_inline.tail_offset, eval_general.tail_offset);
+  BOOST_CHECK(eval_inline.script == eval_general.script);
 }
