@@ -354,8 +354,12 @@ asio::awaitable<void> release_then_acquire(asio::any_io_executor ex) {
   auto masters = co_await connect_masters(ex, 3);
   auto key = dlock::test::unique_name("redlock-one-at-a-time");
   auto o = quick_options();
-  o.ttl = 300ms;
-  o.master_timeout = 100ms;
+  // Short enough that a release lands around an extension (every ttl / 3),
+  // long enough that a master's answer under sanitizers on a loaded host
+  // still comes within master_timeout: a release that timed out on a master
+  // leaves the old key there, which the check below would take for F3.
+  o.ttl = 600ms;
+  o.master_timeout = 200ms;
   o.auto_extend = true;
   o.retry_delay = 10ms;
   o.retry_jitter = 5ms;
@@ -364,14 +368,14 @@ asio::awaitable<void> release_then_acquire(asio::any_io_executor ex) {
     auto first = l.acquire(tuple_token);
     auto [ec] = co_await std::move(first);
     BOOST_REQUIRE_MESSAGE(!ec, ec.message() + " " + l.last_outcomes());
-    co_await sleep_for(std::chrono::milliseconds(100 + 5 * round));  // around an extension
+    co_await sleep_for(std::chrono::milliseconds(200 + 10 * round));  // around an extension
     auto released = std::make_shared<std::optional<error_code>>();
     l.release([released](error_code e) { *released = e; });
     auto second = l.acquire(tuple_token);
     auto [ec2] = co_await std::move(second);
     if (ec2) {
       BOOST_CHECK_MESSAGE(ec2 == dlock::error::in_progress, ec2.message());
-      for (int i = 0; i < 100 && !released->has_value(); ++i) co_await sleep_for(5ms);
+      for (int i = 0; i < 200 && !released->has_value(); ++i) co_await sleep_for(5ms);
       BOOST_REQUIRE(released->has_value());
       auto third = l.acquire(tuple_token);
       auto [ec3] = co_await std::move(third);
@@ -380,7 +384,7 @@ asio::awaitable<void> release_then_acquire(asio::any_io_executor ex) {
     co_await sleep_for(30ms);
     for (std::size_t i = 0; i < 3; ++i)
       BOOST_CHECK_MESSAGE(get_key(i, key) == l.token(), "round " << round << " master " << i << ": '"
-                                                                  << get_key(i, key) << "'");
+                                                                  << get_key(i, key) << "' (" << l.last_outcomes() << ")");
     BOOST_CHECK(l.held());
     auto release = l.release(tuple_token);
     auto [ec_u] = co_await std::move(release);
