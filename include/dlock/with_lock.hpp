@@ -2,6 +2,7 @@
 #pragma once
 
 #include <dlock/config.hpp>
+#include <dlock/detail/co_spawn_for.hpp>
 #include <dlock/error.hpp>
 #include <dlock/lockable.hpp>
 
@@ -133,7 +134,9 @@ auto with_lock(Lock& lock, Body body, CompletionToken&& token = {}) {
         asio::any_io_executor executor = asio::get_associated_executor(handler, l->get_executor());
         // On a strand of it, so that the group inside and its cancellation
         // (the caller's too) all run in one place.
-        asio::co_spawn(asio::make_strand(executor), detail::run_with_lock(l, std::move(b)), std::move(handler));
+        // co_spawn_for, not asio::co_spawn: the caller's signal may be gone
+        // when its forward reaches the strand (see co_spawn_for.hpp).
+        detail::co_spawn_for(asio::make_strand(executor), detail::run_with_lock(l, std::move(b)), std::move(handler));
       },
       token, &lock, std::move(body));
 }
