@@ -5,6 +5,8 @@
 #include <dlock/lock_loss.hpp>
 #include <dlock/with_lock.hpp>
 
+#include "common/asio_handler_cache.hpp"
+
 #include <boost/asio/append.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/bind_executor.hpp>
@@ -85,19 +87,6 @@ BOOST_AUTO_TEST_CASE(the_callers_signal_cancels_the_body) {
   BOOST_TEST(!!*got);  // the body's operation_aborted, after the release
 }
 
-// Asio keeps a few freed cancellation handlers per thread for reuse: a use
-// after free of one stays invisible to ASan. Filling that cache first makes
-// the next one freed go back to the heap, where ASan watches it.
-void fill_asios_handler_cache() {
-  struct nothing {
-    void operator()(asio::cancellation_type) {}
-  };
-  asio::cancellation_signal a, b, c;
-  a.slot().emplace<nothing>();
-  b.slot().emplace<nothing>();
-  c.slot().emplace<nothing>();
-}
-
 // Posts `f` to `io` after `hops` more turns of it.
 void post_after(asio::io_context& io, int hops, std::function<void()> f) {
   if (hops == 0) return asio::post(io, std::move(f));
@@ -126,7 +115,7 @@ BOOST_AUTO_TEST_CASE(a_signal_destroyed_as_the_operation_completes_is_not_used_l
       auto on_done = [&](std::exception_ptr e, int v) {
         BOOST_TEST(!e);
         got = v;
-        fill_asios_handler_cache();
+        dlock::test::fill_asios_handler_cache();
         signal.reset();
       };
       auto body = [] { return returns_three(); };
