@@ -1,5 +1,6 @@
 // Fault injection at every step of the ZooKeeper recipes (safety issue:
-// "fault injection at every step"). Each recipe's scenario runs once through
+// "fault injection at every step"): the locks, the election, the semaphore
+// (one lease) and the queue. Each recipe's scenario runs once through
 // a zk_cutting_proxy to count its requests, then once per step k with a fault
 // at request k:
 //   cut             the request is forwarded and the connection cut at once;
@@ -35,6 +36,7 @@
 #include <dlock/zk/leader_election.hpp>
 #include <dlock/zk/mutex.hpp>
 #include <dlock/zk/queue.hpp>
+#include <dlock/zk/semaphore.hpp>
 #include <dlock/zk/shared_mutex.hpp>
 #include <dlock/zk/simple_lock.hpp>
 
@@ -184,7 +186,16 @@ void expect_truthful(const error_code& ec, const plan& p, bool session_changed, 
 
 // ---------------------------------------------------------------- locks
 
-enum class lock_recipe { mutex, reader, writer, simple, election };
+// The semaphore runs with one lease: the contract of a lock, over its own
+// steps (the `locks` mutex, the lease node, the listing of `leases`).
+enum class lock_recipe { mutex, reader, writer, simple, election, semaphore };
+
+// Where a recipe's nodes live: the lock's own node and its children, or, for
+// the semaphore, its `locks` mutex and its `leases`.
+std::vector<std::string> node_folders(lock_recipe kind, const std::string& path) {
+  if (kind == lock_recipe::semaphore) return {path + "/locks", path + "/leases"};
+  return {path};
+}
 
 // One lock recipe behind one interface.
 struct lock_under_test {
@@ -193,6 +204,7 @@ struct lock_under_test {
   std::unique_ptr<zk::shared_mutex> shared;
   std::unique_ptr<zk::simple_lock> simple;
   std::unique_ptr<zk::leader_election> election;
+  std::unique_ptr<zk::semaphore> leases;
 
   lock_under_test(lock_recipe k, zk::client& zk, const std::string& path) : kind(k) {
     switch (k) {
@@ -201,6 +213,7 @@ struct lock_under_test {
       case lock_recipe::writer: shared = std::make_unique<zk::shared_mutex>(zk, path); break;
       case lock_recipe::simple: simple = std::make_unique<zk::simple_lock>(zk, path); break;
       case lock_recipe::election: election = std::make_unique<zk::leader_election>(zk, path); break;
+      case lock_recipe::semaphore: leases = std::make_unique<zk::semaphore>(zk, path, 1); break;
     }
   }
   zk::mutex* as_mutex() {
@@ -209,16 +222,25 @@ struct lock_under_test {
       case lock_recipe::reader: return &shared->reader();
       case lock_recipe::writer: return &shared->writer();
       case lock_recipe::simple: return simple.get();
-      case lock_recipe::election: return nullptr;
+      case lock_recipe::election:
+      case lock_recipe::semaphore: return nullptr;
     }
     return nullptr;
   }
-  bool held() { return kind == lock_recipe::election ? election->is_leader() : as_mutex()->held(); }
+  bool held() {
+    if (kind == lock_recipe::election) return election->is_leader();
+    if (kind == lock_recipe::semaphore) return leases->held();
+    return as_mutex()->held();
+  }
 };
 
 asio::awaitable<error_code> acquire(lock_under_test& l) {
   if (l.kind == lock_recipe::election) {
     auto [ec] = co_await l.election->campaign("steps-candidate", with_ec);
+    co_return ec;
+  }
+  if (l.kind == lock_recipe::semaphore) {
+    auto [ec] = co_await l.leases->acquire(with_ec);
     co_return ec;
   }
   auto [ec] = co_await l.as_mutex()->acquire(with_ec);
@@ -228,6 +250,10 @@ asio::awaitable<error_code> acquire(lock_under_test& l) {
 asio::awaitable<error_code> release(lock_under_test& l) {
   if (l.kind == lock_recipe::election) {
     auto [ec] = co_await l.election->resign(with_ec);
+    co_return ec;
+  }
+  if (l.kind == lock_recipe::semaphore) {
+    auto [ec] = co_await l.leases->release(with_ec);
     co_return ec;
   }
   auto [ec] = co_await l.as_mutex()->release(with_ec);
@@ -250,6 +276,10 @@ asio::awaitable<error_code> second_try(zk::client& direct, lock_recipe kind, std
     zk::shared_mutex other(direct, path);
     std::tie(ec) = co_await other.writer().try_acquire(with_ec);
     if (!ec) co_await other.writer().release(with_ec);
+  } else if (kind == lock_recipe::semaphore) {
+    zk::semaphore other(direct, path, 1);
+    std::tie(ec) = co_await other.try_acquire(with_ec);
+    if (!ec) co_await other.release(with_ec);
   } else {
     zk::mutex other(direct, path);
     std::tie(ec) = co_await other.try_acquire(with_ec);
@@ -271,7 +301,11 @@ asio::awaitable<void> expect_no_second_holder(zk::client& direct, lock_under_tes
 asio::awaitable<void> expect_held(zk::client& zk, zk::client& direct, lock_under_test& l, std::string path) {
   BOOST_TEST(l.held(), "acquire succeeded but held() is false");
   std::vector<std::int64_t> ours(1, zk.session_id());
-  auto mine = co_await nodes_of(direct, path, ours);
+  // The semaphore's hold is its lease (its `locks` node goes once the lease is
+  // taken). Named first: g++ 12 destroys a conditional's temporary twice
+  // inside a co_await expression.
+  auto holds_at = l.kind == lock_recipe::semaphore ? path + "/leases" : path;
+  auto mine = co_await nodes_of(direct, holds_at, ours);
   BOOST_TEST(mine.size() == 1u, "acquire succeeded: nodes of our session on the server: [" << joined(mine) << "]");
   if (auto* m = l.as_mutex(); m && !mine.empty())
     BOOST_TEST(m->node_path() == mine.front(), "node_path() is " << m->node_path());
@@ -315,10 +349,12 @@ asio::awaitable<void> lock_scenario(lock_recipe kind, zk_cutting_proxy& proxy, p
     if (zk.session_id() != sessions.back()) sessions.push_back(zk.session_id());
     expect_truthful(released, p, session_lost(zk), "release");
     BOOST_TEST(!lock.held(), "held() after release");
-    co_await expect_no_node_of(direct, path, sessions, "after release (" + released.message() + ")");
+    for (auto& folder : node_folders(kind, path))
+      co_await expect_no_node_of(direct, folder, sessions, "after release (" + released.message() + ")");
   } else {
     BOOST_TEST(!lock.held(), "held() after a failed acquire");
-    co_await expect_no_node_of(direct, path, sessions, "after a failed acquire (" + acquired.message() + ")");
+    for (auto& folder : node_folders(kind, path))
+      co_await expect_no_node_of(direct, folder, sessions, "after a failed acquire (" + acquired.message() + ")");
   }
   *stop_expirer = true;
   while (!*expirer_done) co_await sleep_for(10ms);
@@ -504,6 +540,7 @@ BOOST_AUTO_TEST_CASE(read_lock_every_step) { every_step("read lock", lock_scenar
 BOOST_AUTO_TEST_CASE(write_lock_every_step) { every_step("write lock", lock_scenario_of(lock_recipe::writer), 0); }
 BOOST_AUTO_TEST_CASE(simple_lock_every_step) { every_step("simple lock", lock_scenario_of(lock_recipe::simple), 0); }
 BOOST_AUTO_TEST_CASE(election_every_step) { every_step("election", lock_scenario_of(lock_recipe::election), 1); }
+BOOST_AUTO_TEST_CASE(semaphore_every_step) { every_step("semaphore", lock_scenario_of(lock_recipe::semaphore), 1); }
 BOOST_AUTO_TEST_CASE(queue_basic_every_step) { every_step("queue (basic)", queue_scenario_of(queue_mode::basic), 1); }
 BOOST_AUTO_TEST_CASE(queue_claim_every_step) { every_step("queue (claim/ack)", queue_scenario_of(queue_mode::claim), 0); }
 

@@ -93,7 +93,9 @@ class acquire_shell final : public semaphore_acquire, public std::enable_shared_
       case action::recover:
         return list(false);
       case action::check_owners:
-        return check_owners();
+        return read_owners(machine_.targets(), false);
+      case action::confirm:
+        return read_owners(node_paths(), true);
       case action::list:
         return list(true);
       case action::wait:
@@ -109,7 +111,11 @@ class acquire_shell final : public semaphore_acquire, public std::enable_shared_
         return;
       case action::unlock:
         watch_.cancel();  // Curator removes its watchers here too
-        mutex_->release(on_strand([self = shared_from_this()](error_code) { self->run(self->machine_.on_unlocked()); }));
+        mutex_->release(on_strand([self = shared_from_this()](error_code) {
+          auto state = self->core_->zk.state();
+          bool connected = state == session_state::connected || state == session_state::reconnected;
+          self->run(self->machine_.on_unlocked(connected));
+        }));
         return;
       case action::backoff:
         return backoff();
@@ -192,16 +198,26 @@ class acquire_shell final : public semaphore_acquire, public std::enable_shared_
     core_->zk.get_children(machine_.leases_path(), std::move(handler));
   }
 
-  void check_owners() {
-    const auto& targets = machine_.targets();
-    owners_.assign(targets.size(), {});
-    pending_ = targets.size();
-    for (std::size_t i = 0; i < targets.size(); ++i) {
-      core_->zk.exists(targets[i], on_strand([self = shared_from_this(), i](error_code ec, std::optional<zk::stat> st) {
+  std::vector<std::string> node_paths() const {
+    std::vector<std::string> paths;
+    for (const auto& node : machine_.nodes()) paths.push_back(node.path);
+    return paths;
+  }
+
+  // exists on every path, pipelined; the replies go back in that order, to
+  // the recovery's owner check or to the grant's confirmation.
+  void read_owners(const std::vector<std::string>& paths, bool confirming) {
+    owners_.assign(paths.size(), {});
+    pending_ = paths.size();
+    for (std::size_t i = 0; i < paths.size(); ++i) {
+      core_->zk.exists(paths[i], on_strand([self = shared_from_this(), i, confirming](error_code ec,
+                                                                                      std::optional<zk::stat> st) {
                          if (!ec && !st) ec = zk::error::no_node;
                          self->owners_[i] = {{classify(ec), ec}, st ? st->ephemeral_owner : 0, st ? st->czxid : 0};
-                         if (--self->pending_ == 0)
-                           self->run(self->machine_.on_owners(self->owners_, self->core_->zk.session_id()));
+                         if (--self->pending_ != 0) return;
+                         auto session = self->core_->zk.session_id();
+                         self->run(confirming ? self->machine_.on_confirmed(self->owners_, session)
+                                              : self->machine_.on_owners(self->owners_, session));
                        }));
     }
   }

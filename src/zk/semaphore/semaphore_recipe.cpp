@@ -10,6 +10,7 @@
 
 #include <dlock/error.hpp>
 #include <dlock/log.hpp>
+#include <dlock/zk/error.hpp>
 
 #include "zk/recipe/node_names.hpp"
 
@@ -111,6 +112,9 @@ action semaphore_machine::resume(state s) {
     case state::listing:
       if (cancelled_) return wind_up(cancel_reason_);
       return list();
+    case state::confirming:
+      if (cancelled_) return wind_up(cancel_reason_);
+      return go(state::confirming, action::confirm);
     default:
       return wind_up(make_error_code(dlock::error::invalid_argument));  // unreachable by construction
   }
@@ -291,13 +295,43 @@ action semaphore_machine::on_removed() {
   return wind_up(result_);
 }
 
-action semaphore_machine::on_unlocked() {
+action semaphore_machine::on_unlocked(bool connected) {
   locked_ = false;
   if (granted_) {
     if (cancelled_) return wind_up(cancel_reason_);  // a cancel that came while unlocking
+    // The connection dropped after the grant. The leases are ours only if the
+    // session lives, and a success on a suspended connection would be lost
+    // at once (loss_policy::standard): confirm them once it is back.
+    if (!connected) return retry(state::confirming, make_error_code(zk::error::connection_loss));
     return finish({});
   }
   return wind_up(result_);
+}
+
+// After the grant, on a connection that had dropped: every lease must still
+// be the node we created, on our session.
+action semaphore_machine::on_confirmed(std::span<const owner_reply> owners, std::int64_t session_id) {
+  error_code lost_reply;
+  for (std::size_t i = 0; i < owners.size() && i < nodes_.size(); ++i) {
+    const auto& o = owners[i];
+    if (session_id != nodes_[i].owner) return wind_up(make_error_code(zk::error::session_expired));
+    switch (o.r.result) {
+      case step_result::ok:
+        if (o.ephemeral_owner != nodes_[i].owner || o.czxid != nodes_[i].czxid)
+          return wind_up(make_error_code(dlock::error::lost));
+        break;
+      case step_result::no_node:
+        return wind_up(make_error_code(dlock::error::lost));
+      case step_result::connection_loss:
+        lost_reply = o.r.ec;
+        break;
+      default:
+        return wind_up(o.r.ec);
+    }
+  }
+  if (cancelled_) return wind_up(cancel_reason_);
+  if (lost_reply) return retry(state::confirming, lost_reply);
+  return finish({});
 }
 
 bool semaphore_machine::cancel(error_code reason) {

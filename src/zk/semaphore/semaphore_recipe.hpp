@@ -52,6 +52,7 @@ enum class semaphore_action {
   wait,          ///< wait for that watch: on_watch_fired
   remove,        ///< delete nodes(), each only while ours: on_removed
   unlock,        ///< release the mutex: on_unlocked
+  confirm,       ///< exists on every nodes() path (the grant's connection dropped): on_confirmed
   backoff,       ///< sleep delay(): on_backoff_done
   done,          ///< complete with result()
 };
@@ -86,7 +87,11 @@ class semaphore_machine {
   action on_listed(reply r, std::span<const std::string> children);
   action on_watch_fired(reply r);
   action on_removed();
-  action on_unlocked();
+  /// `connected`: the session's connection is up as the mutex's release
+  /// ends (a release that lost its connection still "succeeds", deleting in
+  /// the background, so the shell reports the connection itself).
+  action on_unlocked(bool connected);
+  action on_confirmed(std::span<const owner_reply> owners, std::int64_t session_id);
   action on_backoff_done();
   /// The caller gave up: completes with `reason` once nothing of ours is
   /// left. True when the shell must interrupt its `lock`, `wait` or `backoff`.
@@ -113,7 +118,7 @@ class semaphore_machine {
  private:
   enum class state {
     idle, locking, ensuring, creating, recovering, checking_owners, listing, waiting,
-    cleaning, unlocking, backing_off, finished,
+    cleaning, unlocking, confirming, backing_off, finished,
   };
 
   action go(state s, action a);

@@ -71,7 +71,7 @@ BOOST_AUTO_TEST_CASE(uncontended_acquire_of_two) {
   std::vector<created_lease> c{made(1), made(2)};
   std::vector<std::string> children{lease(guid, 1), lease(guid, 2)};
   BOOST_TEST((m.on_created(c, ok(), children) == action::unlock));
-  BOOST_TEST((m.on_unlocked() == action::done));
+  BOOST_TEST((m.on_unlocked(true) == action::done));
   BOOST_TEST(!m.result());
   BOOST_TEST(m.nodes().size() == 2u);
   BOOST_TEST(m.nodes()[0].czxid == 1001);
@@ -89,7 +89,7 @@ BOOST_AUTO_TEST_CASE(waits_while_full_then_lists_again) {
   BOOST_TEST((m.on_watch_fired(ok()) == action::list));
   std::vector<std::string> freed{lease(guid, 2)};
   BOOST_TEST((m.on_listed(ok(), freed) == action::unlock));
-  BOOST_TEST((m.on_unlocked() == action::done));
+  BOOST_TEST((m.on_unlocked(true) == action::done));
   BOOST_TEST(!m.result());
 }
 
@@ -102,7 +102,7 @@ BOOST_AUTO_TEST_CASE(try_acquire_when_full_deletes_its_node) {
   BOOST_TEST((m.on_created(c, ok(), crowded) == action::remove));
   BOOST_TEST(m.nodes().size() == 1u);
   BOOST_TEST((m.on_removed() == action::unlock));
-  BOOST_TEST((m.on_unlocked() == action::done));
+  BOOST_TEST((m.on_unlocked(true) == action::done));
   BOOST_TEST(m.result() == make_error_code(dlock::error::taken));
   BOOST_TEST(m.nodes().empty());
 }
@@ -127,7 +127,7 @@ BOOST_AUTO_TEST_CASE(mutex_won_after_a_cancel_is_released) {
   m.start();
   m.cancel(make_error_code(boost::asio::error::operation_aborted));
   BOOST_TEST((m.on_locked(ok()) == action::unlock));
-  BOOST_TEST((m.on_unlocked() == action::done));
+  BOOST_TEST((m.on_unlocked(true) == action::done));
   BOOST_TEST(m.result() == make_error_code(boost::asio::error::operation_aborted));
 }
 
@@ -141,7 +141,7 @@ BOOST_AUTO_TEST_CASE(cancel_while_waiting_deletes_and_unlocks) {
   BOOST_TEST(m.cancel(make_error_code(dlock::error::timed_out)));
   BOOST_TEST((m.on_watch_fired(aborted()) == action::remove));
   BOOST_TEST((m.on_removed() == action::unlock));
-  BOOST_TEST((m.on_unlocked() == action::done));
+  BOOST_TEST((m.on_unlocked(true) == action::done));
   BOOST_TEST(m.result() == make_error_code(dlock::error::timed_out));
 }
 
@@ -164,7 +164,7 @@ BOOST_AUTO_TEST_CASE(cancel_while_unlocking_a_grant_gives_the_leases_back) {
   std::vector<std::string> children{lease(guid, 1)};
   BOOST_TEST((m.on_created(c, ok(), children) == action::unlock));
   BOOST_TEST(!m.cancel(make_error_code(boost::asio::error::operation_aborted)));
-  BOOST_TEST((m.on_unlocked() == action::remove));
+  BOOST_TEST((m.on_unlocked(true) == action::remove));
   BOOST_TEST((m.on_removed() == action::done));
   BOOST_TEST(m.result() == make_error_code(boost::asio::error::operation_aborted));
 }
@@ -184,7 +184,7 @@ BOOST_AUTO_TEST_CASE(a_lost_create_reply_is_recovered_by_guid) {
   std::vector<owner_reply> owners{{ok(), session, 1002}};
   BOOST_TEST((m.on_owners(owners, session) == action::list));  // both nodes ours: nothing to create
   BOOST_TEST((m.on_listed(ok(), std::vector<std::string>{lease(guid, 1), lease(guid, 2)}) == action::unlock));
-  BOOST_TEST((m.on_unlocked() == action::done));
+  BOOST_TEST((m.on_unlocked(true) == action::done));
   BOOST_TEST(m.nodes().size() == 2u);
 }
 
@@ -221,7 +221,7 @@ BOOST_AUTO_TEST_CASE(out_of_retries_with_an_unknown_create_hunts_in_the_backgrou
   std::vector<created_lease> c{made(1), {loss(), {}, 0, 0}};
   BOOST_TEST((m.on_created(c, loss(), {}) == action::remove));  // the known one first
   BOOST_TEST((m.on_removed() == action::unlock));
-  BOOST_TEST((m.on_unlocked() == action::backoff));
+  BOOST_TEST((m.on_unlocked(true) == action::backoff));
   BOOST_TEST(m.hunting());
   BOOST_TEST(m.result() == make_error_code(dlock::zk::error::connection_loss));
   BOOST_TEST(m.delay().count() == 500);
@@ -256,7 +256,7 @@ BOOST_AUTO_TEST_CASE(an_expiry_while_creating_fails_after_handing_over_what_was_
   std::vector<created_lease> c{made(1), {expired(), {}, 0, 0}};
   BOOST_TEST((m.on_created(c, expired(), {}) == action::remove));
   BOOST_TEST((m.on_removed() == action::unlock));
-  BOOST_TEST((m.on_unlocked() == action::done));  // no hunt: the session took the rest
+  BOOST_TEST((m.on_unlocked(true) == action::done));  // no hunt: the session took the rest
   BOOST_TEST(m.result() == make_error_code(dlock::zk::error::session_expired));
 }
 
@@ -267,7 +267,7 @@ BOOST_AUTO_TEST_CASE(our_node_missing_from_the_listing_is_a_loss) {
   std::vector<created_lease> c{made(4)};
   BOOST_TEST((m.on_created(c, ok(), std::vector<std::string>{lease(other_guid, 1)}) == action::remove));
   m.on_removed();
-  BOOST_TEST((m.on_unlocked() == action::done));
+  BOOST_TEST((m.on_unlocked(true) == action::done));
   BOOST_TEST(m.result() == make_error_code(dlock::error::lost));
 }
 
@@ -280,7 +280,7 @@ BOOST_AUTO_TEST_CASE(listing_failures_are_retried_then_reported) {
   BOOST_TEST((m.on_backoff_done() == action::list));
   BOOST_TEST((m.on_listed(loss(), {}) == action::remove));  // out of retries
   m.on_removed();
-  BOOST_TEST((m.on_unlocked() == action::done));
+  BOOST_TEST((m.on_unlocked(true) == action::done));
   BOOST_TEST(m.result() == make_error_code(dlock::zk::error::connection_loss));
 }
 
@@ -292,6 +292,72 @@ BOOST_AUTO_TEST_CASE(cancel_during_a_backoff_interrupts_it) {
   m.on_created(c, loss(), {});
   BOOST_TEST(m.cancel(make_error_code(boost::asio::error::operation_aborted)));
   BOOST_TEST((m.on_backoff_done() == action::remove));
+}
+
+// The mutex's release ends on a dropped connection (it deletes in the
+// background): the grant is confirmed once the connection is back, so a
+// success never comes on a suspended connection.
+BOOST_AUTO_TEST_CASE(a_grant_whose_unlock_lost_the_connection_is_confirmed) {
+  auto m = machine(1, 2);
+  m.start();
+  m.on_locked(ok());
+  std::vector<created_lease> c{made(1)};
+  std::vector<std::string> children{lease(guid, 1)};
+  BOOST_TEST((m.on_created(c, ok(), children) == action::unlock));
+  BOOST_TEST((m.on_unlocked(false) == action::backoff));
+  BOOST_TEST((m.on_backoff_done() == action::confirm));
+  std::vector<owner_reply> still_loss{{loss(), 0, 0}};
+  BOOST_TEST((m.on_confirmed(still_loss, session) == action::backoff));  // not back yet
+  BOOST_TEST((m.on_backoff_done() == action::confirm));
+  std::vector<owner_reply> ours{{ok(), session, 1001}};
+  BOOST_TEST((m.on_confirmed(ours, session) == action::done));
+  BOOST_TEST(!m.result());
+  BOOST_TEST(m.nodes().size() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(a_grant_whose_session_ended_while_unlocking_fails) {
+  auto m = machine(1, 2);
+  m.start();
+  m.on_locked(ok());
+  std::vector<created_lease> c{made(1)};
+  std::vector<std::string> children{lease(guid, 1)};
+  m.on_created(c, ok(), children);
+  m.on_unlocked(false);
+  BOOST_TEST((m.on_backoff_done() == action::confirm));
+  std::vector<owner_reply> gone{{{step_result::no_node, {}}, 0, 0}};
+  // A new session: the expiry took the lease.
+  BOOST_TEST((m.on_confirmed(gone, session + 1) == action::remove));
+  BOOST_TEST((m.on_removed() == action::done));
+  BOOST_TEST((m.result() == dlock::zk::error::session_expired));
+}
+
+BOOST_AUTO_TEST_CASE(a_grant_whose_lease_vanished_while_unlocking_is_lost) {
+  auto m = machine(1, 2);
+  m.start();
+  m.on_locked(ok());
+  std::vector<created_lease> c{made(1)};
+  std::vector<std::string> children{lease(guid, 1)};
+  m.on_created(c, ok(), children);
+  m.on_unlocked(false);
+  m.on_backoff_done();
+  std::vector<owner_reply> gone{{{step_result::no_node, {}}, 0, 0}};
+  BOOST_TEST((m.on_confirmed(gone, session) == action::remove));
+  BOOST_TEST((m.on_removed() == action::done));
+  BOOST_TEST((m.result() == dlock::error::lost));
+}
+
+BOOST_AUTO_TEST_CASE(a_grant_cancelled_while_confirming_gives_the_leases_back) {
+  auto m = machine(1, 2);
+  m.start();
+  m.on_locked(ok());
+  std::vector<created_lease> c{made(1)};
+  std::vector<std::string> children{lease(guid, 1)};
+  m.on_created(c, ok(), children);
+  m.on_unlocked(false);
+  BOOST_TEST(m.cancel(make_error_code(boost::asio::error::operation_aborted)));  // during the backoff
+  BOOST_TEST((m.on_backoff_done() == action::remove));
+  BOOST_TEST((m.on_removed() == action::done));
+  BOOST_TEST((m.result() == boost::asio::error::operation_aborted));
 }
 
 BOOST_AUTO_TEST_SUITE_END()
@@ -391,8 +457,20 @@ struct model {
           break;
         case action::unlock:
           locked = false;
-          a = m.on_unlocked();
+          // A fault here drops the connection (or the session) as the mutex's release ends.
+          a = m.on_unlocked(!hit || kind == fault::cancel);
           break;
+        case action::confirm: {
+          std::vector<owner_reply> owners;
+          for (const auto& n : m.nodes()) {
+            bool there = children.count(n.path.substr(n.path.rfind('/') + 1)) > 0;
+            if (hit && kind != fault::cancel) owners.push_back({bad, 0, 0});
+            else if (there) owners.push_back({ok(), n.owner, n.czxid});
+            else owners.push_back({{step_result::no_node, {}}, 0, 0});
+          }
+          a = m.on_confirmed(owners, sess);
+          break;
+        }
         case action::backoff:
           a = m.on_backoff_done();
           break;
@@ -410,8 +488,8 @@ void check(model& w, const semaphore_machine& m, const std::string& what) {
     BOOST_TEST(!w.locked, "the mutex is released");
     if (!m.result()) {
       BOOST_TEST(m.nodes().size() == w.count);
-      // An expiry after the grant (while the mutex is released) is the
-      // holder's loss: the core sees the session changed and reports it.
+      // An expiry once the mutex is released is the holder's loss (the core
+      // sees the session changed); one before it fails the acquire.
       if (w.sess == session) BOOST_TEST(w.our_nodes() == w.count, "exactly our leases exist");
       BOOST_TEST(w.children.size() <= w.max, "never more than max_leases");
     } else {
