@@ -129,15 +129,36 @@ inline const std::string& dlock_impl() { return current_dlock_impl(); }
 inline std::shared_ptr<dlock::observer> dlock_observer() {
   return dlock_impl() == "dlock_observed" ? std::make_shared<noop_observer>() : nullptr;
 }
+/// Runs `side()` as dlock side `impl` ("dlock", or "dlock_observed" unless
+/// DLOCK_BENCH_OBSERVED=0).
+template <class Side>
+void as_dlock_impl(const char* impl, Side side) {
+  if (std::string(impl) == "dlock_observed" && env_or("DLOCK_BENCH_OBSERVED", "1") == "0") return;
+  current_dlock_impl() = impl;
+  side();
+  current_dlock_impl() = "dlock";
+}
 /// Runs `side()` once as each dlock side, in turn.
 template <class Side>
 void each_dlock_impl(Side side) {
-  for (const char* impl : {"dlock", "dlock_observed"}) {
-    if (std::string(impl) == "dlock_observed" && env_or("DLOCK_BENCH_OBSERVED", "1") == "0") continue;
-    current_dlock_impl() = impl;
-    side();
+  for (const char* impl : {"dlock", "dlock_observed"}) as_dlock_impl(impl, side);
+}
+/// Round `round` of an alternating comparison of raw, dlock and
+/// dlock_observed: in that order in even rounds, in the reverse order in odd
+/// ones. Over each pair of rounds every side runs as often before each other
+/// side as after it, so a drift of the host's load, or the place in a round,
+/// favours none of them (the A/A control, raw against raw, is balanced too).
+template <class Raw, class Dlock>
+void alternating_round(int round, Raw raw, Dlock dlock) {
+  if (round % 2 == 0) {
+    raw();
+    as_dlock_impl("dlock", dlock);
+    as_dlock_impl("dlock_observed", dlock);
+  } else {
+    as_dlock_impl("dlock_observed", dlock);
+    as_dlock_impl("dlock", dlock);
+    raw();
   }
-  current_dlock_impl() = "dlock";
 }
 
 /// `n` times DLOCK_BENCH_SCALE (default 1): longer runs for a profiler, where

@@ -49,12 +49,15 @@ constexpr auto tuple_token = asio::as_tuple(asio::deferred);
 constexpr int sequential_ops = 5000;
 constexpr int concurrent_clients = 64;
 constexpr int concurrent_ops_each = 400;  // runs long enough (~0.5 s) to rise above the machine's noise
-// Rounds of each scenario, raw and dlock alternating; RESULTS.md takes the
-// median of each side. Five, not three: on this 2-core host a round's client
-// CPU swings by up to 1.8x with where the scheduler puts the five servers
-// (raw and dlock alike, see RESULTS.md), and the median of three let a
-// single unlucky round decide a run.
-constexpr int alternations = 5;
+// Rounds of each scenario, the sides' order reversed every other round
+// (bench::alternating_round); RESULTS.md takes the median of each side. On
+// this 2-core host a round's ops/s and client CPU swing by up to 1.8x with
+// where the scheduler puts the five servers (raw and dlock alike, see
+// RESULTS.md). The median of three let one unlucky round decide a run. Ten
+// rounds, five in each order, so that neither the order nor a drift of the
+// load over a run favours a side; raw against itself (DLOCK_BENCH_CONTROL=1)
+// still spreads about +-10 % on redlock_5 here (RESULTS.md).
+constexpr int alternations = 10;
 const char* release_source =
     "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end";
 
@@ -401,21 +404,22 @@ int main() {
     auto five = first(ports, 5);
     for (std::size_t n : {std::size_t{1}, std::size_t{3}, std::size_t{5}}) {
       auto bench = "redlock_" + std::to_string(n);
-      for (int round = 0; round < alternations; ++round) {  // so that a burst of load hits both
-        run_raw(bench, first(ports, n), 1, dlock::bench::scaled(sequential_ops));
-        dlock::bench::each_dlock_impl([&] {
-          run_dlock(bench, first(ports, n), 1, dlock::bench::scaled(sequential_ops));
-        });
+      for (int round = 0; round < alternations; ++round) {
+        dlock::bench::alternating_round(
+            round, [&] { run_raw(bench, first(ports, n), 1, dlock::bench::scaled(sequential_ops)); },
+            [&] { run_dlock(bench, first(ports, n), 1, dlock::bench::scaled(sequential_ops)); });
       }
     }
     dlock::bench::each_dlock_impl([&] {
       run_dlock("redlock_5_sequential", five, 1, dlock::bench::scaled(sequential_ops), true);
     });
-    for (int round = 0; round < alternations; ++round) {  // so that a burst of load hits both
-      run_raw("redlock_5_concurrent", five, concurrent_clients, dlock::bench::scaled(concurrent_ops_each));
-      dlock::bench::each_dlock_impl([&] {
-        run_dlock("redlock_5_concurrent", five, concurrent_clients, dlock::bench::scaled(concurrent_ops_each));
-      });
+    for (int round = 0; round < alternations; ++round) {
+      dlock::bench::alternating_round(
+          round,
+          [&] { run_raw("redlock_5_concurrent", five, concurrent_clients, dlock::bench::scaled(concurrent_ops_each)); },
+          [&] {
+            run_dlock("redlock_5_concurrent", five, concurrent_clients, dlock::bench::scaled(concurrent_ops_each));
+          });
     }
     // Fencing's cost: the same loop with and without it, alternating.
     for (int round = 0; round < 3; ++round) {
