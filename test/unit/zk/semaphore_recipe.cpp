@@ -42,6 +42,17 @@ semaphore_machine machine(std::size_t count, std::size_t max, bool wait = true, 
 
 created_lease made(int seq) { return {ok(), full(lease(guid, seq)), 1000 + seq, session}; }
 
+// One lease granted: the machine is at its unlock.
+semaphore_machine granted_one() {
+  auto m = machine(1, 2);
+  m.start();
+  m.on_locked(ok());
+  std::vector<created_lease> c{made(1)};
+  std::vector<std::string> children{lease(guid, 1)};
+  BOOST_REQUIRE((m.on_created(c, ok(), children) == action::unlock));
+  return m;
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(zk_semaphore_recipe)
@@ -157,12 +168,7 @@ BOOST_AUTO_TEST_CASE(cancel_while_creating_waits_for_the_replies) {
 }
 
 BOOST_AUTO_TEST_CASE(cancel_while_unlocking_a_grant_gives_the_leases_back) {
-  auto m = machine(1, 2);
-  m.start();
-  m.on_locked(ok());
-  std::vector<created_lease> c{made(1)};
-  std::vector<std::string> children{lease(guid, 1)};
-  BOOST_TEST((m.on_created(c, ok(), children) == action::unlock));
+  auto m = granted_one();
   BOOST_TEST(!m.cancel(make_error_code(boost::asio::error::operation_aborted)));
   BOOST_TEST((m.on_unlocked(true) == action::remove));
   BOOST_TEST((m.on_removed() == action::done));
@@ -298,12 +304,7 @@ BOOST_AUTO_TEST_CASE(cancel_during_a_backoff_interrupts_it) {
 // background): the grant is confirmed once the connection is back, so a
 // success never comes on a suspended connection.
 BOOST_AUTO_TEST_CASE(a_grant_whose_unlock_lost_the_connection_is_confirmed) {
-  auto m = machine(1, 2);
-  m.start();
-  m.on_locked(ok());
-  std::vector<created_lease> c{made(1)};
-  std::vector<std::string> children{lease(guid, 1)};
-  BOOST_TEST((m.on_created(c, ok(), children) == action::unlock));
+  auto m = granted_one();
   BOOST_TEST((m.on_unlocked(false) == action::backoff));
   BOOST_TEST((m.on_backoff_done() == action::confirm));
   std::vector<owner_reply> still_loss{{loss(), 0, 0}};
@@ -316,12 +317,7 @@ BOOST_AUTO_TEST_CASE(a_grant_whose_unlock_lost_the_connection_is_confirmed) {
 }
 
 BOOST_AUTO_TEST_CASE(a_grant_whose_session_ended_while_unlocking_fails) {
-  auto m = machine(1, 2);
-  m.start();
-  m.on_locked(ok());
-  std::vector<created_lease> c{made(1)};
-  std::vector<std::string> children{lease(guid, 1)};
-  m.on_created(c, ok(), children);
+  auto m = granted_one();
   m.on_unlocked(false);
   BOOST_TEST((m.on_backoff_done() == action::confirm));
   std::vector<owner_reply> gone{{{step_result::no_node, {}}, 0, 0}};
@@ -332,12 +328,7 @@ BOOST_AUTO_TEST_CASE(a_grant_whose_session_ended_while_unlocking_fails) {
 }
 
 BOOST_AUTO_TEST_CASE(a_grant_whose_lease_vanished_while_unlocking_is_lost) {
-  auto m = machine(1, 2);
-  m.start();
-  m.on_locked(ok());
-  std::vector<created_lease> c{made(1)};
-  std::vector<std::string> children{lease(guid, 1)};
-  m.on_created(c, ok(), children);
+  auto m = granted_one();
   m.on_unlocked(false);
   m.on_backoff_done();
   std::vector<owner_reply> gone{{{step_result::no_node, {}}, 0, 0}};
@@ -347,12 +338,7 @@ BOOST_AUTO_TEST_CASE(a_grant_whose_lease_vanished_while_unlocking_is_lost) {
 }
 
 BOOST_AUTO_TEST_CASE(a_grant_cancelled_while_confirming_gives_the_leases_back) {
-  auto m = machine(1, 2);
-  m.start();
-  m.on_locked(ok());
-  std::vector<created_lease> c{made(1)};
-  std::vector<std::string> children{lease(guid, 1)};
-  m.on_created(c, ok(), children);
+  auto m = granted_one();
   m.on_unlocked(false);
   BOOST_TEST(m.cancel(make_error_code(boost::asio::error::operation_aborted)));  // during the backoff
   BOOST_TEST((m.on_backoff_done() == action::remove));
