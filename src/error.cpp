@@ -18,7 +18,7 @@ class category final : public boost::system::error_category {
       case error::lost: return "the lock was lost";
       case error::not_owned: return "the lock is no longer owned (expired or taken over)";
       case error::no_quorum: return "no quorum: too many masters failed or timed out";
-      case error::expired: return "the lock's validity ran out before a majority answered";
+      case error::expired: return "the lock's validity ran out before the acquire was decided";
       case error::closed: return "the client is closed";
       case error::empty: return "the queue is empty";
       case error::removal_uncertain:

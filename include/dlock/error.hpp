@@ -20,7 +20,8 @@ enum class error {
   lost,                  ///< the lock was held and no longer is (session expired, validity ran out)
   not_owned,             ///< the server no longer holds our token (expired or taken over)
   no_quorum,             ///< Redlock: too many masters failed or timed out for a majority
-  expired,               ///< Redlock: the validity ran out before a majority answered
+  expired,               ///< the validity ran out before the acquire was decided (a majority
+                         ///< answered too late, or the client paused between send and reply)
   closed,                ///< the client or connection was closed
   empty,                 ///< the queue has no item
   removal_uncertain,     ///< a queue item's removal reply was lost to a connection drop:

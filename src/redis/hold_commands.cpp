@@ -56,10 +56,16 @@ encoded_command hold_commands::fenced_attempt(const command& set) const {
   return block;
 }
 
-bool hold_commands::attempt_may_have_landed(error_code ec) const {
-  // An error that refused MULTI alone (an ACL, say) lets the SET run outside
-  // the block; only EXEC's error is seen. The cleanup deletes by token only.
-  return ec && (set_outcome_unknown(ec) || what == kind::fenced_lock);
+bool hold_commands::attempt_may_have_landed(error_code ec, error_code failure) const {
+  if (!failure) return true;                          // won
+  if (failure == dlock::error::taken) return false;  // the server said no
+  // Only a plain SET refused with an error reply surely did nothing. No
+  // reply, a reply we did not expect, an error from a block or a script
+  // whose earlier steps ran (an INCR that failed after the SET; MULTI
+  // refused alone, so that the SET ran outside the block) may have set the
+  // key: the cleanup deletes it by token.
+  bool refused_plain_set = what == kind::lock && ec && !set_outcome_unknown(ec);
+  return !refused_plain_set;
 }
 
 error_code hold_commands::attempt_failure(error_code ec, const reply& answer, std::int64_t& fencing_token) const {
@@ -69,6 +75,9 @@ error_code hold_commands::attempt_failure(error_code ec, const reply& answer, st
     case kind::lock: outcome = interpret_set(answer); break;
     case kind::semaphore: outcome = interpret_admit(answer); break;
     case kind::fenced_lock: {
+      // EXEC ran the block, but the INCR failed (the counter holds no
+      // integer, or it would overflow): the server's own error.
+      if (auto refused = fenced_exec_error(answer)) return refused;
       auto fenced = interpret_fenced_exec(answer);
       outcome = fenced.outcome;
       fencing_token = fenced.fencing_token;

@@ -35,9 +35,9 @@ struct hold_commands {
   /// What the attempt's answer means: empty when the hold is now ours (and,
   /// with fencing, `fencing_token` set), `taken`, or the error.
   error_code attempt_failure(error_code ec, const reply& answer, std::int64_t& fencing_token) const;
-  /// An attempt answered `ec` (not a reply) may still have taken the hold:
-  /// it must be deleted by its token.
-  bool attempt_may_have_landed(error_code ec) const;
+  /// An attempt answered `ec` (or a reply that means `failure`) may still
+  /// have taken the hold: it must be deleted by its token.
+  bool attempt_may_have_landed(error_code ec, error_code failure) const;
   /// Ends `token`'s hold, nobody else's: 1 when it was still ours.
   encoded_command release(const std::string& token) const;
   /// Moves `token`'s expiry to `ttl` from now while it is still ours: 1 when so.

@@ -42,6 +42,10 @@ asio::awaitable<error_code> extend_held(std::shared_ptr<lock_state> s, std::chro
   auto op = async_submit(s->conn, s->commands.extend(s->hold.token(), ttl), tuple_token);
   auto [ec, r] = co_await std::move(op);
   if (!ec) ec = interpret_compare_script(r);
+  // Read after the extension's own validity ran out (the client paused): the
+  // key may be another client's by now, as for an acquire.
+  if (!ec && s->hold.validity_if_begun(sent, ttl, steady_clock::now()) <= std::chrono::milliseconds::zero())
+    ec = dlock::error::expired;
   if (!ec) s->hold.renew(sent, ttl);
   else s->hold.extension_failed(ec);
   co_return ec;
@@ -55,7 +59,7 @@ asio::awaitable<std::tuple<error_code>> extend_coro(std::shared_ptr<lock_state> 
   if (!s->hold.held()) co_return make_error_code(dlock::error::not_held);
   auto extending = extend_held(s, ttl);
   auto ec = co_await std::move(extending);
-  if (ec == dlock::error::not_owned) s->hold.lose(ec);
+  if (ec == dlock::error::not_owned || ec == dlock::error::expired) s->hold.lose(ec);
   co_return ec;
 }
 

@@ -74,15 +74,17 @@ void acquire_op::operator()(error_code ec, reply answer) {
   if (not_run(ec) && !s->destroyed && ++sends < max_cleanup_sends) return send_attempt(std::move(*this));
   std::int64_t fencing_token = 0;
   auto failure = s->commands.attempt_failure(ec, answer, fencing_token);
-  bool may_have_landed = !failure || s->commands.attempt_may_have_landed(ec);
+  bool may_have_landed = s->commands.attempt_may_have_landed(ec, failure);
   if (s->destroyed) {  // the lock is gone: nobody would release what it took
     auto action = machine.cancel();
     action.delete_attempt = may_have_landed;
     return act(std::move(*this), action);
   }
-  if (!failure) begin_hold(s, token, sent, fencing_token);
+  auto now = steady_clock::now();
+  auto left = failure ? std::chrono::milliseconds::zero() : s->hold.validity_if_begun(sent, s->opts.ttl, now);
   double random = failure ? unit_random(*s) : 0.0;  // only a retry's pause needs it
-  auto action = machine.attempt_decided(failure, may_have_landed, steady_clock::now(), random);
+  auto action = machine.attempt_decided(failure, may_have_landed, left, now, random);
+  if (action.what == kind::complete && !action.result) begin_hold(s, token, sent, fencing_token);
   act(std::move(*this), action);
 }
 
@@ -132,14 +134,15 @@ asio::awaitable<error_code> extend_step(std::weak_ptr<lock_state> weak) {
   co_return co_await std::move(extending);
 }
 
-// Options the lock cannot work with (UB, a tight loop, no validity).
+// Options the lock cannot work with (UB, a tight loop, no validity: a ttl
+// the drift allowance eats whole could never be held).
 error_code validate_options(const hold_commands& what, const lock_options& o) {
   if (auto ec = what.invalid(o.ttl)) return ec;
   using std::chrono::milliseconds;
   bool bad = o.wait < milliseconds::zero() || o.retry_delay < milliseconds::zero() ||
              o.retry_jitter < milliseconds::zero() || o.drift_extra < milliseconds::zero() ||
              o.max_hold < milliseconds::zero() || !(o.drift_factor >= 0 && o.drift_factor < 1) ||
-             !(o.extend_fraction > 0 && o.extend_fraction < 1);
+             !(o.extend_fraction > 0 && o.extend_fraction < 1) || !exceeds_drift(o.ttl, {o.drift_factor, o.drift_extra});
   return bad ? make_error_code(dlock::error::invalid_argument) : error_code();
 }
 

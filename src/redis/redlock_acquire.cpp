@@ -170,7 +170,6 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
     if (op_.done() || &attempt != current_.get()) return;
     const auto& round = attempt.round();
     bool won = attempt.won();
-    if (won) owner_->begin_hold(attempt.token(), round.start(), round.fencing_token());
     if (!won && dlock::detail::log_enabled(log_level::debug))
       dlock::detail::log(log_level::debug, "redlock " + owner_->key + ": attempt failed (" +
                                                attempt.failure().message() + "): " + owner_->last_outcomes());
@@ -178,7 +177,12 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
     // Only a retry's pause needs the time and a random draw.
     double random = won ? 0.0 : owner_->random_unit();
     auto now = won ? redlock_clock::time_point() : redlock_clock::now();
-    act(machine_.attempt_decided(won ? error_code() : attempt.failure(), !won, now, random));
+    // The round counted drift into its validity; the stall margin is the hold's.
+    auto left = won ? round.validity_at_decision() - owner_->hold.stall_margin() : milliseconds::zero();
+    auto action = machine_.attempt_decided(won ? error_code() : attempt.failure(), !won, left, now, random);
+    if (action.what == kind::complete && !action.result)
+      owner_->begin_hold(attempt.token(), round.start(), round.fencing_token());
+    act(action);
   }
 
   // The deletes run on handlers of their own: the caller's cancellation never reaches them.

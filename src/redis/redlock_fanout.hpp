@@ -80,7 +80,7 @@ class redlock_impl : public std::enable_shared_from_this<redlock_impl> {
   std::string last_outcomes() const;
 
   /// The drift allowance of every round and hold: ttl * drift_factor + 2 ms.
-  drift_rule hold_drift() const noexcept { return {options.drift_factor, std::chrono::milliseconds(2)}; }
+  drift_rule hold_drift() const noexcept { return {options.drift_factor, redlock_drift_extra}; }
   /// After construction, with the impl in a shared_ptr: a lost hold (told by
   /// the hold) releases its keys in the background.
   void attach_hold();

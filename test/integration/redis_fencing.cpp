@@ -133,6 +133,46 @@ asio::awaitable<void> refused_multi_leaves_no_key(asio::any_io_executor ex) {
   redis_cli(0, "DEL " + key + ":fencing");
 }
 
+// Issue #31, reproduction 4: `<key>:fencing` holds no integer (text, a
+// list, a counter at INT64_MAX that INCR cannot raise, another lock named
+// `<key>:fencing`): EXEC answers [OK, error] after its SET ran. The acquire
+// fails with the server's error (it was "not valid RESP") and deletes its
+// key at once (it was left for the whole ttl, so rivals got `taken`).
+asio::awaitable<void> bad_counter_fails_and_leaves_no_key(asio::any_io_executor ex, std::string poison) {
+  auto key = dlock::test::unique_name("fenced-bad-counter");
+  auto counter = key + ":fencing";
+  redis_cli(0, "DEL " + counter);
+  redis_cli(0, poison.replace(poison.find("COUNTER"), 7, counter));
+  auto masters = co_await connect_masters(ex, 1);
+  auto lock_options = contended_lock_options();
+  lock_options.ttl = 60s;
+  redis::lock lock(*masters[0], key, lock_options);
+  auto [ec] = co_await lock.try_acquire(tuple_token);
+  BOOST_TEST_MESSAGE(poison << ": " << ec.message());
+  BOOST_TEST(ec);
+  BOOST_TEST((ec != redis::error::protocol_error), "a server error, not \"not valid RESP\"");
+  BOOST_TEST((ec != dlock::error::taken));
+  BOOST_TEST(!lock.held());
+  std::string exists = "1";
+  for (int i = 0; i < 100 && exists != "0"; ++i) {  // the cleanup runs in the background
+    exists = redis_cli(0, "EXISTS " + key);
+    if (exists != "0") co_await sleep_for(20ms);
+  }
+  BOOST_TEST(exists == "0", "the key was left behind (TTL " << redis_cli(0, "PTTL " + key) << ")");
+  redis_cli(0, "DEL " + counter);
+  close_all(masters);
+}
+
+asio::awaitable<void> text_counter(asio::any_io_executor ex) {
+  return bad_counter_fails_and_leaves_no_key(ex, "SET COUNTER text");
+}
+asio::awaitable<void> list_counter(asio::any_io_executor ex) {
+  return bad_counter_fails_and_leaves_no_key(ex, "RPUSH COUNTER a");
+}
+asio::awaitable<void> counter_at_int64_max(asio::any_io_executor ex) {
+  return bad_counter_fails_and_leaves_no_key(ex, "SET COUNTER 9223372036854775807");
+}
+
 redis::redlock_options contended_redlock_options() {
   redis::redlock_options o;
   o.fencing = true;
@@ -293,6 +333,11 @@ BOOST_AUTO_TEST_CASE(redlock_tokens_strictly_increase_across_competing_clients) 
 BOOST_AUTO_TEST_CASE(without_fencing_there_is_no_token_and_no_counter) { run(unfenced_locks_have_no_token); }
 BOOST_AUTO_TEST_CASE(a_paused_holder_is_refused_by_fenced_set) { run(paused_holder_is_refused); }
 BOOST_AUTO_TEST_CASE(a_fenced_acquire_whose_multi_is_refused_leaves_no_key) { run(refused_multi_leaves_no_key); }
+BOOST_AUTO_TEST_CASE(a_fenced_acquire_over_a_text_counter_fails_and_leaves_no_key) { run(text_counter); }
+BOOST_AUTO_TEST_CASE(a_fenced_acquire_over_a_list_counter_fails_and_leaves_no_key) { run(list_counter); }
+BOOST_AUTO_TEST_CASE(a_fenced_acquire_over_a_counter_at_int64_max_fails_and_leaves_no_key) {
+  run(counter_at_int64_max);
+}
 BOOST_AUTO_TEST_CASE(fenced_eval_runs_its_body_only_for_a_current_token) {
   run(fenced_eval_runs_only_for_a_current_token);
 }

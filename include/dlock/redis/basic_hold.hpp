@@ -44,7 +44,11 @@ class basic_hold {
   /// an attempt that may have landed unseen is undone by a compare-and-delete.
   /// @par Errors
   /// `dlock::error::timed_out` (the wait ran out, nothing left),
-  /// `invalid_argument` (bad key or options, at once, nothing sent),
+  /// `invalid_argument` (bad key or options, a ttl not larger than the
+  /// drift allowance: at once, nothing sent), `expired` (the yes was read
+  /// after the hold's validity ran out, e.g. the event loop was blocked past
+  /// the ttl: never held, the key is deleted), the server's own error
+  /// (`redis::error`, the key deleted when it may have been set),
   /// `already_held`, `in_progress` (an acquire or release of this object is
   /// still running), `closed` (the connection was closed or destroyed), else a
   /// `redis::error` or connection error.
@@ -137,7 +141,9 @@ class basic_hold {
   /// command already written may still extend the hold.
   /// @par Errors
   /// `dlock::error::not_owned` (the token is gone: the loss fires),
-  /// `not_held`, `lost` (after a loss), `invalid_argument` (`ttl <= 0`), else a
+  /// `expired` (the yes was read after the extension's own validity ran
+  /// out: the loss fires), `not_held`, `lost` (after a loss),
+  /// `invalid_argument` (`ttl <= 0`), else a
   /// `redis::error` or connection error.
   /// @par Lifetime
   /// The object must be alive when the operation starts; the connection may

@@ -29,9 +29,16 @@ acquire_action acquire_machine::cleanups_settled() noexcept {
   return next_attempt(false);
 }
 
-acquire_action acquire_machine::attempt_decided(error_code failure, bool may_have_landed, clock::time_point now,
+acquire_action acquire_machine::attempt_decided(error_code failure, bool may_have_landed,
+                                                std::chrono::milliseconds validity_left, clock::time_point now,
                                                 double random) noexcept {
   if (step_ != step::attempting) return acquire_action::make(kind::none);  // stale: an abandoned attempt
+  // A yes read after the key's own ttl ran out (the client paused between the
+  // send and the read) proves nothing: another client may hold the key now.
+  if (!failure && validity_left <= std::chrono::milliseconds::zero()) {
+    failure = dlock::error::expired;
+    may_have_landed = true;
+  }
   if (!failure) return complete({});
   bool taken = failure == dlock::error::taken;
   if (!policy_.retry || (!taken && !policy_.retry_when_broken)) return complete(failure, may_have_landed);

@@ -14,9 +14,13 @@
 // What a lost attempt means:
 //   taken      another client holds the key: retried per the schedule; a
 //              wait that runs out is `timed_out`, a try_acquire `taken`;
-//   otherwise  (no quorum, no validity left, a connection or server error):
-//              retried on Redlock, where a minority of broken masters is
-//              expected; the acquire's error on a single instance.
+//   expired    won, but the validity left at the decision (ttl less the time
+//              since the send, the drift and the stall margin) is not
+//              positive: the key may already be another client's, so the
+//              attempt is never held; it is deleted, like every lost one;
+//   otherwise  (no quorum, a connection or server error): retried on
+//              Redlock, where a minority of broken masters is expected; the
+//              acquire's error on a single instance (an expired one too).
 #pragma once
 
 #include "redis/engine/retry_schedule.hpp"
@@ -67,9 +71,11 @@ class acquire_machine {
   acquire_action start(bool cleanups_in_flight) noexcept;
   acquire_action cleanups_settled() noexcept;
   /// The attempt was decided: `failure` empty when won. `may_have_landed`:
-  /// its keys may be on a master though no yes was seen.
-  acquire_action attempt_decided(error_code failure, bool may_have_landed, clock::time_point now,
-                                 double random) noexcept;
+  /// its keys may be on a master though no yes was seen. `validity_left`:
+  /// what a won attempt's hold would have left now (signed, already less the
+  /// drift and the stall margin); a win at zero or less is `expired`.
+  acquire_action attempt_decided(error_code failure, bool may_have_landed, std::chrono::milliseconds validity_left,
+                                 clock::time_point now, double random) noexcept;
   acquire_action pause_over(bool cleanups_in_flight) noexcept;
   /// Cancelled, or the lock destroyed: an attempt out is abandoned and deleted.
   acquire_action cancel() noexcept;

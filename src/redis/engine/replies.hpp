@@ -5,6 +5,8 @@
 #include <dlock/redis/error.hpp>
 #include <dlock/redis/reply.hpp>
 
+#include "redis/reply_parser.hpp"
+
 #include <boost/asio/error.hpp>
 
 #include <chrono>
@@ -41,6 +43,15 @@ inline fenced_set_answer interpret_fenced_exec(const reply& r) {
   auto outcome = interpret_set(items[0]);
   if (outcome != set_outcome::acquired) return {outcome, 0};
   return {outcome, items[1].integer()};
+}
+
+/// The fenced acquire's EXEC with an error inside ([OK, error]: the INCR of
+/// a counter that holds no integer, or would overflow): that error.
+inline error_code fenced_exec_error(const reply& r) {
+  const auto& items = r.elements();
+  for (const auto& item : items)
+    if (item.is_error()) return classify_error(item.string());
+  return {};
 }
 
 /// The semaphore's acquire script (scripts.hpp): 1 admitted, 0 all leases held.

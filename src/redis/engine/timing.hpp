@@ -22,9 +22,19 @@ struct drift_rule {
   std::chrono::milliseconds extra{2};
 };
 
+/// Redlock's fixed part of the drift allowance (redlock_options has no knob for it).
+inline constexpr std::chrono::milliseconds redlock_drift_extra{2};
+
 inline std::chrono::microseconds drift(std::chrono::milliseconds ttl, drift_rule rule) {
   auto scaled = static_cast<double>(ttl.count()) * 1000.0 * rule.factor;
   return std::chrono::microseconds(static_cast<std::int64_t>(scaled)) + rule.extra;
+}
+
+/// A ttl larger than its own drift allowance, so that a hold could ever be
+/// valid (computed in double: no overflow for any ttl).
+inline bool exceeds_drift(std::chrono::milliseconds ttl, drift_rule rule) {
+  auto ms = static_cast<double>(ttl.count());
+  return ms > ms * rule.factor + static_cast<double>(rule.extra.count());
 }
 
 inline steady_time valid_until(steady_time sent, std::chrono::milliseconds ttl, drift_rule rule) {

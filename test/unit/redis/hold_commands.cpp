@@ -84,14 +84,41 @@ BOOST_AUTO_TEST_CASE(a_fenced_lock_counts_in_the_same_multi_block) {
   BOOST_CHECK(failure(c, {}, exec(reply::make_nil(), reply::make_integer(43))) == dlock::error::taken);
   BOOST_CHECK(failure(c, {}, exec(reply::make_status("OK"), reply::make_integer(0))) == redis::error::protocol_error);
   BOOST_CHECK(failure(c, {}, exec(reply::make_error("ERR x"), reply::make_integer(5))) ==
-              redis::error::protocol_error);
+              redis::error::server_error);
   BOOST_CHECK(failure(c, {}, reply::make_integer(42)) == redis::error::protocol_error);
   // An error to the block (EXECABORT, or MULTI refused so the SET ran alone)
   // may have set the key: the attempt is deleted by its token.
-  BOOST_CHECK(c.attempt_may_have_landed(redis::error::server_error));
-  BOOST_CHECK(!c.attempt_may_have_landed({}));
-  BOOST_CHECK(!hold_commands::lock("k", false).attempt_may_have_landed(redis::error::server_error));
-  BOOST_CHECK(hold_commands::lock("k", false).attempt_may_have_landed(redis::error::connection_lost));
+  const dlock::error_code server_error = redis::error::server_error;
+  BOOST_CHECK(c.attempt_may_have_landed(server_error, server_error));
+  BOOST_CHECK(c.attempt_may_have_landed({}, {}));  // won
+  BOOST_CHECK(!c.attempt_may_have_landed({}, dlock::error::taken));
+  auto plain = hold_commands::lock("k", false);
+  BOOST_CHECK(!plain.attempt_may_have_landed(server_error, server_error));  // SET refused: nothing ran
+  BOOST_CHECK(plain.attempt_may_have_landed(redis::error::connection_lost, redis::error::connection_lost));
+  BOOST_CHECK(plain.attempt_may_have_landed({}, redis::error::protocol_error));  // a reply we did not expect
+}
+
+// Issue #31, reproduction 4: the counter holds no integer (text, a list) or
+// INCR would overflow (INT64_MAX): EXEC answers [OK, error] after its SET
+// ran. The server's error, and the key deleted. It used to be "not valid
+// RESP" with the key left for a whole ttl.
+BOOST_AUTO_TEST_CASE(a_fenced_attempt_whose_incr_failed_after_its_set_is_the_servers_error_and_deleted) {
+  auto c = hold_commands::lock("k", true);
+  auto exec = [](reply set, reply incr) {
+    std::vector<reply> items;
+    items.push_back(std::move(set));
+    items.push_back(std::move(incr));
+    return reply::make_array(std::move(items));
+  };
+  for (auto text : {"ERR value is not an integer or out of range", "ERR increment or decrement would overflow",
+                    "WRONGTYPE Operation against a key holding the wrong kind of value"}) {
+    std::int64_t token = 0;
+    auto why = c.attempt_failure({}, exec(reply::make_status("OK"), reply::make_error(text)), token);
+    BOOST_CHECK(why);
+    BOOST_CHECK(why != redis::error::protocol_error);
+    BOOST_CHECK(why.category() == redis::error_category());
+    BOOST_CHECK(c.attempt_may_have_landed({}, why));
+  }
 }
 
 BOOST_AUTO_TEST_CASE(a_semaphore_admits_by_script_with_its_maximum) {
