@@ -33,6 +33,14 @@ redis::redlock_options fault_options() {
   return o;
 }
 
+// A key in use: its fencing counter on every master. A key no master has a
+// counter for is new only once every master said so (engine/round.hpp), so
+// a fresh key with masters stopped gets no token (shown by
+// a_fencing_token_never_goes_back_past_masters_that_did_not_answer).
+void seed_counters(const std::string& key) {
+  for (std::size_t i = 0; i < 5; ++i) BOOST_REQUIRE_EQUAL(redis_cli(i, "SET " + key + ":fencing 1"), "OK");
+}
+
 std::chrono::microseconds since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t);
 }
@@ -41,6 +49,7 @@ std::chrono::microseconds since(std::chrono::steady_clock::time_point t) {
 asio::awaitable<void> two_stopped(asio::any_io_executor ex) {
   auto masters = co_await connect_masters(ex);
   auto key = dlock::test::unique_name("redlock-two-down");
+  seed_counters(key);
   redis::redlock a(ex, masters, key, fault_options());
   {
     paused stopped({3, 4});
@@ -158,12 +167,16 @@ asio::awaitable<void> restart_empty(asio::any_io_executor ex) {
   auto retrying = fault_options();
   retrying.retry_count = 10;
   {
-    // With fencing (fault_options) the two counters left do not make a
-    // majority: no token, so no lock, rather than a token that goes back.
+    // With fencing (fault_options) the two counters left are no majority,
+    // but every master answered: nothing is unseen, so the token is above
+    // a's, and a resource that checks tokens refuses a from b's first write.
     redis::redlock fenced(ex, masters_b, key, retrying);
     auto [ec_f] = co_await fenced.acquire(tuple_token);
-    BOOST_CHECK_MESSAGE(ec_f == dlock::error::no_quorum, ec_f.message() + " " + fenced.last_outcomes());
-    BOOST_CHECK(!fenced.held());
+    BOOST_CHECK_MESSAGE(!ec_f, ec_f.message() + " " + fenced.last_outcomes());
+    BOOST_CHECK_GT(fenced.fencing_token(), a.fencing_token());
+    BOOST_TEST_MESSAGE("a majority restarted empty, fenced: token " << fenced.fencing_token() << " after a's "
+                                                                     << a.fencing_token());
+    co_await fenced.release(tuple_token);
   }
   retrying.fencing = false;
   redis::redlock b2(ex, masters_b, key, retrying);
@@ -296,6 +309,65 @@ asio::awaitable<void> tokens_across_restarts(asio::any_io_executor ex) {
   for (auto& fleet : fleets) close_all(fleet);
 }
 
+// Issue #31, reproduction 2: a token that went back. Two masters refuse
+// writes (at their memory limit: errors, no data lost) while a holder takes
+// tokens, written to the other three only. Then one of those three restarts
+// empty and the other two are stopped: the three that answer have no
+// counter. Before, that was "a new key" and the token went back to 1.
+// Masters that answered with an error or not at all are unknown, not empty:
+// a new key needs every master's answer, and here no token is given until
+// the stopped masters answer again; then it is above the last one.
+struct refusing_writes {
+  std::vector<std::size_t> indexes;
+  explicit refusing_writes(std::vector<std::size_t> which) : indexes(std::move(which)) {
+    for (auto i : indexes) {
+      redis_cli(i, "CONFIG SET maxmemory-policy noeviction");
+      BOOST_REQUIRE_EQUAL(redis_cli(i, "CONFIG SET maxmemory 1"), "OK");
+    }
+  }
+  ~refusing_writes() {
+    for (auto i : indexes) redis_cli(i, "CONFIG SET maxmemory 0");
+  }
+};
+
+asio::awaitable<void> token_never_goes_back_past_unknown_masters(asio::any_io_executor ex) {
+  auto key = dlock::test::unique_name("redlock-token-back");
+  auto counter = key + ":fencing";
+  auto masters = co_await connect_masters(ex);
+  redis::redlock holder(ex, masters, key, fault_options());
+  {
+    refusing_writes full({3, 4});
+    auto [ec] = co_await holder.acquire(tuple_token);
+    BOOST_TEST_MESSAGE("a new key with two masters refusing writes: " << ec.message() << ", token "
+                                                                      << holder.fencing_token() << ", "
+                                                                      << holder.last_outcomes());
+    BOOST_TEST((ec == dlock::error::no_quorum), "not a new key while two masters are unknown");
+    if (!ec) co_await holder.release(tuple_token);
+  }
+  // The state the refused write-backs leave: the last token, 5, on three masters.
+  for (std::size_t i = 0; i < 5; ++i) redis_cli(i, i < 3 ? "SET " + counter + " 5" : "DEL " + counter);
+  dlock::test::server_action("kill", dlock::test::redis_name(0));
+  dlock::test::server_action("restart", dlock::test::redis_name(0));
+  co_await answers_again(*masters[0]);
+  {
+    paused stopped({1, 2});
+    auto [ec] = co_await holder.acquire(tuple_token);
+    BOOST_TEST_MESSAGE("with the last token's masters out of reach: " << ec.message() << ", token "
+                                                                        << holder.fencing_token() << ", "
+                                                                        << holder.last_outcomes());
+    BOOST_TEST((ec == dlock::error::no_quorum), "no token from three masters that only look empty");
+    BOOST_TEST(holder.fencing_token() == 0);
+    if (!ec) co_await holder.release(tuple_token);
+  }
+  for (std::size_t i = 1; i < 3; ++i) co_await answers_again(*masters[i]);
+  auto [ec] = co_await holder.acquire(tuple_token);
+  BOOST_REQUIRE_MESSAGE(!ec, ec.message() << " " << holder.last_outcomes());
+  BOOST_TEST(holder.fencing_token() > 5);
+  co_await holder.release(tuple_token);
+  for (std::size_t i = 0; i < 5; ++i) redis_cli(i, "DEL " + counter);
+  close_all(masters);
+}
+
 // What an observer hears of one round.
 struct round_recorder final : dlock::observer {
   std::vector<std::vector<dlock::master_answer>> rounds;
@@ -315,6 +387,7 @@ asio::awaitable<void> stopped_master_observed(asio::any_io_executor ex) {
   auto options = fault_options();
   options.observer = seen;
   auto key = dlock::test::unique_name("redlock-observed-stop");
+  seed_counters(key);
   redis::redlock lock(ex, masters, key, options);
   {
     paused stopped({4});
@@ -344,6 +417,9 @@ BOOST_AUTO_TEST_SUITE(redlock_fault)
 BOOST_AUTO_TEST_CASE(a_stopped_master_times_out_in_the_observed_round) { run(stopped_master_observed); }
 
 BOOST_AUTO_TEST_CASE(two_of_five_stopped_still_locks) { run(two_stopped); }
+BOOST_AUTO_TEST_CASE(a_fencing_token_never_goes_back_past_masters_that_did_not_answer) {
+  run(token_never_goes_back_past_unknown_masters);
+}
 BOOST_AUTO_TEST_CASE(fencing_tokens_grow_with_two_masters_down_and_back_empty) { run(tokens_across_restarts); }
 BOOST_AUTO_TEST_CASE(three_of_five_stopped_fails_and_leaves_no_key) { run(three_stopped); }
 BOOST_AUTO_TEST_CASE(cancelled_lock_leaves_no_key) { run(cancel_mid_attempt); }

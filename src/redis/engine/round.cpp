@@ -15,6 +15,8 @@ std::string_view redlock_invalid_reason(const redlock_options& options, std::siz
   if (options.ttl <= milliseconds::zero()) return "redlock: ttl must be positive";
   if (!(options.drift_factor >= 0.0 && options.drift_factor < 1.0))
     return "redlock: drift_factor must be in [0, 1)";
+  if (!exceeds_drift(options.ttl, {options.drift_factor, redlock_drift_extra}))
+    return "redlock: ttl must be larger than its drift allowance (ttl * drift_factor + 2 ms)";
   if (options.master_timeout <= milliseconds::zero())
     return "redlock: master_timeout must be positive";
   if (options.master_timeout >= options.ttl)
@@ -171,19 +173,21 @@ redlock_round::counter_tally redlock_round::tally_counters() const noexcept {
   return t;
 }
 
-// Counters seen cover a majority; or no master that answered has one, a
-// majority answered and nobody else will: a new key.
+// Counters seen cover a majority K, which meets the majority W that holds
+// the last token; or every master answered, so that no counter is unseen
+// (with none at all, a new key). A master that failed or timed out is
+// unknown, not empty: it may hold the last token, written back to a bare
+// majority that is now partly out of reach.
 bool redlock_round::fencing_settled() const noexcept {
   auto t = tally_counters();
-  bool new_key = t.with_counter == 0 && t.answered >= quorum() && count(master_outcome::pending) == 0;
-  return t.with_counter >= quorum() || new_key;
+  return t.with_counter >= quorum() || t.answered == masters();
 }
 
 // Either of the above can still happen once the pending masters answer.
 bool redlock_round::fencing_reachable() const noexcept {
   auto t = tally_counters();
   std::size_t pending = count(master_outcome::pending);
-  return t.with_counter + pending >= quorum() || (t.with_counter == 0 && t.answered + pending >= quorum());
+  return t.with_counter + pending >= quorum() || t.answered + pending == masters();
 }
 
 // The largest counter seen, after its increment: a master that said no was

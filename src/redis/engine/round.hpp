@@ -18,9 +18,14 @@
 // token, the largest counter seen (plus one for a master that said no), is
 // larger than every earlier one. A master without a counter (new, or back
 // from a restart without its data) is not counted in K: it is re-seeded by
-// the write-back. When no master has a counter, a majority answered and
-// the others failed (not merely late), the key is new: the token is 1. The shell writes the token back to the
-// masters behind it, so that a majority holds it before the hold begins.
+// the write-back. Or every master answered: then no counter is unseen, and
+// the largest is the last token (with none at all, the key is new: token
+// 1). A master that failed, answered an error or timed out may hold the
+// last token, so it never counts as empty. The shell writes the token back
+// to the masters behind it, so that a majority holds it before the hold
+// begins. The limit: a master that restarts without its data answers "no
+// counter" truthfully; tokens go back only if every master that held the
+// last token lost it (RELIABILITY.md, "Fencing tokens").
 #pragma once
 
 #include <dlock/config.hpp>
