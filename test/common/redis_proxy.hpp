@@ -10,7 +10,20 @@
 //   hold_replies(d, nth)     after the nth next command, hold every reply of
 //                            that connection for `d` (order is kept);
 //   refuse_for(d)            reset every new connection for `d`;
-//   cut_all()                drop every open connection now.
+//   cut_all()                drop every open connection now;
+//   answer_error(text, applied, nth)
+//                            the nth next command is answered `-text`: the
+//                            server's own refusal (OOM, READONLY, BUSY: a
+//                            stand-in command the server rejects is sent
+//                            instead, so nothing runs and order is kept), or
+//                            with `applied`, after the server ran it (a
+//                            script that failed after its first write);
+//   pause_client(ex, d, nth) after the nth next command, the client's
+//                            io_context `ex` is blocked for `d` (a GC-like
+//                            pause of the client between a request and its
+//                            reply; the replies wait a moment so that the
+//                            pause begins first); run_in_client(ex, f, nth)
+//                            blocks it with `f` instead.
 // It counts the commands it forwarded (RESP arrays from the client; inline
 // commands are not framed), so a test can run an operation once to count
 // its steps, then once per step with a fault there.
@@ -30,7 +43,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <future>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -111,11 +126,25 @@ class redis_proxy {
 
   /// Forward the `nth` next command, wait `delay`, then drop its connection
   /// (no reply from then on reaches the client).
-  void cut_after(std::chrono::milliseconds delay, int nth = 1) { arm({trigger_kind::cut, nth, delay}); }
+  void cut_after(std::chrono::milliseconds delay, int nth = 1) { arm({trigger_kind::cut, nth, delay, {}, {}, {}}); }
   /// Forward the `nth` next command but swallow its reply; the connection stays.
-  void drop_reply(int nth = 1) { arm({trigger_kind::drop, nth, {}}); }
+  void drop_reply(int nth = 1) { arm({trigger_kind::drop, nth, {}, {}, {}, {}}); }
   /// After the `nth` next command, every reply of its connection waits until `hold` has passed.
-  void hold_replies(std::chrono::milliseconds hold, int nth = 1) { arm({trigger_kind::hold, nth, hold}); }
+  void hold_replies(std::chrono::milliseconds hold, int nth = 1) { arm({trigger_kind::hold, nth, hold, {}, {}, {}}); }
+  /// The `nth` next command is answered `-text`: refused before it ran, or
+  /// (`applied`) after the server ran it.
+  void answer_error(std::string text, bool applied, int nth = 1) {
+    arm({applied ? trigger_kind::error_after_running : trigger_kind::error_instead, nth, {}, std::move(text), {}, {}});
+  }
+  /// After the `nth` next command, `client`'s io_context is blocked for `d`.
+  void pause_client(boost::asio::any_io_executor client, std::chrono::milliseconds d, int nth = 1) {
+    run_in_client(std::move(client), [d] { std::this_thread::sleep_for(d); }, nth);
+  }
+  /// After the `nth` next command, `pause` runs on `client`'s io_context
+  /// before its reply can be read: whatever it does, the client waits.
+  void run_in_client(boost::asio::any_io_executor client, std::function<void()> pause, int nth = 1) {
+    arm({trigger_kind::pause_client, nth, {}, {}, std::move(client), std::move(pause)});
+  }
   /// Every connection accepted in the next `d` is reset at once.
   void refuse_for(std::chrono::milliseconds d) {
     std::lock_guard lock(state_->mutex);
@@ -138,11 +167,14 @@ class redis_proxy {
   int forwarded_commands() const { return state_->commands; }
 
  private:
-  enum class trigger_kind { none, cut, drop, hold };
+  enum class trigger_kind { none, cut, drop, hold, error_instead, error_after_running, pause_client };
   struct fault_trigger {
     trigger_kind kind = trigger_kind::none;
     int nth = 1;
     std::chrono::milliseconds delay{0};
+    std::string error;                    // the error kinds' text
+    boost::asio::any_io_executor client;  // pause_client's
+    std::function<void()> pause;          // pause_client's: what blocks the client
   };
 
   void arm(fault_trigger t) {
@@ -159,6 +191,7 @@ class redis_proxy {
     std::uint64_t commands = 0;           // forwarded on this link
     std::uint64_t replies = 0;            // seen from the server on this link
     std::set<std::uint64_t> to_drop;      // 1-based reply numbers never forwarded
+    std::map<std::uint64_t, std::string> to_replace;  // 1-based reply numbers answered with these instead
   };
   using link_ptr = std::shared_ptr<link>;
 
@@ -248,7 +281,12 @@ class redis_proxy {
       try {
         while (auto length = resp::frame_length(pending)) {
           ++l->replies;
-          if (!l->to_drop.erase(l->replies)) out.append(pending, 0, *length);
+          if (auto replaced = l->to_replace.find(l->replies); replaced != l->to_replace.end()) {
+            out.append("-").append(replaced->second).append("\r\n");
+            l->to_replace.erase(replaced);
+          } else if (!l->to_drop.erase(l->replies)) {
+            out.append(pending, 0, *length);
+          }
           pending.erase(0, *length);
         }
       } catch (const std::exception&) {
@@ -281,6 +319,15 @@ class redis_proxy {
           ++l->commands;
           auto fired = s->on_command();
           if (fired.kind == trigger_kind::drop) l->to_drop.insert(l->commands);
+          if (fired.kind == trigger_kind::error_instead || fired.kind == trigger_kind::error_after_running)
+            l->to_replace[l->commands] = fired.error;
+          // Refused before it ran: the server gets a command it rejects, in
+          // the same place, so that the replies keep their order.
+          if (fired.kind == trigger_kind::error_instead) command = "*1\r\n$19\r\nDLOCK-NOT-A-COMMAND\r\n";
+          if (fired.kind == trigger_kind::pause_client) {
+            boost::asio::post(fired.client, std::move(fired.pause));
+            l->hold_until = clock::now() + std::chrono::milliseconds(20);
+          }
           auto [write_ec, w] = co_await boost::asio::async_write(*l->upstream, boost::asio::buffer(command), with_ec);
           if (write_ec) {
             cut = true;

@@ -95,20 +95,29 @@ class zk_cutting_proxy {
   /// and cut the connection before the reply reaches the client.
   void cut_after(std::int32_t opcode, std::chrono::milliseconds delay, int nth = 1) {
     std::lock_guard lock(state_->mutex);
-    state_->triggers.push_back({trigger_kind::cut, opcode, nth, delay});
+    state_->triggers.push_back({trigger_kind::cut, opcode, nth, delay, {}});
   }
   /// The `nth` next request with this opcode is not forwarded: the connection
   /// is cut instead, so the client sees a connection loss for a request the
   /// server never got.
   void cut_before(std::int32_t opcode, int nth = 1) {
     std::lock_guard lock(state_->mutex);
-    state_->triggers.push_back({trigger_kind::drop, opcode, nth, {}});
+    state_->triggers.push_back({trigger_kind::drop, opcode, nth, {}, {}});
   }
   /// After the `nth` next request with this opcode is forwarded, every reply
   /// of that connection waits until `hold` has passed (order is kept).
   void hold_replies(std::int32_t opcode, std::chrono::milliseconds hold, int nth = 1) {
     std::lock_guard lock(state_->mutex);
-    state_->triggers.push_back({trigger_kind::hold, opcode, nth, hold});
+    state_->triggers.push_back({trigger_kind::hold, opcode, nth, hold, {}});
+  }
+  /// After the `nth` next request with this opcode is forwarded, the
+  /// client's io_context `client` is blocked for `d` (a GC-like pause, a
+  /// long handler: no ping goes out meanwhile); its replies wait a moment so
+  /// that the pause begins first.
+  void pause_client(std::int32_t opcode, boost::asio::any_io_executor client, std::chrono::milliseconds d,
+                    int nth = 1) {
+    std::lock_guard lock(state_->mutex);
+    state_->triggers.push_back({trigger_kind::pause_client, opcode, nth, d, std::move(client)});
   }
   /// Every connection accepted in the next `d` is reset at once.
   void refuse_for(std::chrono::milliseconds d) {
@@ -143,12 +152,13 @@ class zk_cutting_proxy {
   }
 
  private:
-  enum class trigger_kind { none, cut, hold, drop };
+  enum class trigger_kind { none, cut, hold, drop, pause_client };
   struct fault_trigger {
     trigger_kind kind = trigger_kind::none;
     std::int32_t opcode = -1;
     int nth = 1;
     std::chrono::milliseconds delay{0};
+    boost::asio::any_io_executor client{};  // pause_client's
   };
 
   using socket_ptr = std::shared_ptr<tcp::socket>;
@@ -304,6 +314,10 @@ class zk_cutting_proxy {
       auto [write_ec, w] = co_await boost::asio::async_write(*l->upstream, boost::asio::buffer(frame), with_ec);
       if (write_ec) break;
       if (fired.kind == trigger_kind::hold) l->hold_until = clock::now() + fired.delay;
+      if (fired.kind == trigger_kind::pause_client) {
+        boost::asio::post(fired.client, [d = fired.delay] { std::this_thread::sleep_for(d); });
+        l->hold_until = clock::now() + std::chrono::milliseconds(20);
+      }
       if (fired.kind == trigger_kind::cut) {
         // Stop relaying replies at once, give the server time to apply the request, then cut.
         l->muted = true;

@@ -12,9 +12,21 @@
 //            reset for a while;
 //   expire   the replies from command k on are held past the TTL (the lease
 //            ends while the client waits: Redis's counterpart of a session
-//            expiry).
+//            expiry);
+//   pause    the client's own io_context is blocked for a while once
+//            command k went out (a GC-like pause, a long handler), shorter
+//            than the TTL;
+//   stall    the same, longer than the TTL: the reply is read after the
+//            key expired on the server (issue #31: time inside the client);
+//   oom, readonly, busy
+//            command k is refused with that error (a master at its memory
+//            limit, a demoted master, a script running): nothing ran;
+//   script_error
+//            command k ran, then its reply is an error (a script that failed
+//            after its first write).
 // For Redlock the same fault hits a majority of the masters (three of five)
-// at their command k. After each operation a direct connection checks the
+// at their command k; the errors a minority (two of five), as a fleet meets
+// them. After each operation a direct connection checks the
 // invariants: at most one holder (a second lock's try_acquire is refused
 // while we hold); held() only if the server has our token; no key holding our
 // token once the operation completed (or, for a key a failed operation may
@@ -63,8 +75,16 @@ constexpr auto master_timeout = 200ms;
 constexpr auto held_reply = 600ms;       // past both timeouts above
 constexpr auto refused_for = 1000ms;
 
-enum class fault { cut, drop, delay, refuse, expire };
-const std::vector<std::string> fault_names = {"cut", "drop", "delay", "refuse", "expire"};
+constexpr auto short_pause = 500ms;      // less than the TTL
+constexpr auto long_pause = ttl + 300ms;  // more than the TTL
+
+enum class fault { cut, drop, delay, refuse, expire, pause, stall, oom, readonly, busy, script_error };
+const std::vector<std::string> fault_names = {"cut",   "drop", "delay",    "refuse", "expire",      "pause",
+                                              "stall", "oom",  "readonly", "busy",   "script_error"};
+
+bool is_error_fault(fault f) {
+  return f == fault::oom || f == fault::readonly || f == fault::busy || f == fault::script_error;
+}
 
 struct plan {
   int step = 0;  // 0: no fault
@@ -76,7 +96,7 @@ struct run_result {
   bool fired = false;
 };
 
-void arm(redis_proxy& proxy, const plan& p) {
+void arm(redis_proxy& proxy, const plan& p, asio::any_io_executor client) {
   if (p.step == 0) return;
   switch (p.kind) {
     case fault::cut: proxy.cut_after(20ms, p.step); break;
@@ -84,7 +104,23 @@ void arm(redis_proxy& proxy, const plan& p) {
     case fault::delay: proxy.hold_replies(held_reply, p.step); break;
     case fault::refuse: proxy.cut_after(20ms, p.step); break;  // refuse_when_fired does the rest
     case fault::expire: proxy.hold_replies(ttl + 300ms, p.step); break;
+    case fault::pause: proxy.pause_client(client, short_pause, p.step); break;
+    case fault::stall: proxy.pause_client(client, long_pause, p.step); break;
+    case fault::oom: proxy.answer_error("OOM command not allowed when used memory > 'maxmemory'.", false, p.step); break;
+    case fault::readonly: proxy.answer_error("READONLY You can't write against a read only replica.", false, p.step); break;
+    case fault::busy:
+      proxy.answer_error("BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSCRIPT.",
+                         false, p.step);
+      break;
+    case fault::script_error:
+      proxy.answer_error("ERR user_script:1: Script attempted to access nonexistent global variable 'x'", true, p.step);
+      break;
   }
+}
+
+// The errors a refused or failed command may truthfully report.
+bool is_server_error(const error_code& ec) {
+  return ec == redis::error::server_error || ec == redis::error::busy;
 }
 
 asio::awaitable<void> sleep_for(std::chrono::milliseconds d) {
@@ -259,7 +295,8 @@ asio::awaitable<void> single_scenario(redis_proxy& proxy, plan p, single kind, s
   auto faults_before = proxy.faults();
   auto stop_refuser = std::make_shared<bool>(false);
   auto refuser_done = std::make_shared<bool>(true);
-  arm(proxy, p);
+  arm(proxy, p, ex);
+  bool error_fault = p.step > 0 && is_error_fault(p.kind);
   if (p.step > 0 && p.kind == fault::refuse) {
     *refuser_done = false;
     std::vector<redis_proxy*> proxies(1, &proxy);
@@ -286,7 +323,9 @@ asio::awaitable<void> single_scenario(redis_proxy& proxy, plan p, single kind, s
       BOOST_TEST(after_extend.ours, "extend succeeded but the server holds '" << after_extend.value << "'");
     } else {
       // not_owned is the truth only when the server no longer holds our token.
-      expect_truthful(extended, extended == dlock::error::not_owned && !after_extend.ours, "extend");
+      // not_owned and expired (a stall past the TTL) are the truth only when the server no longer holds our token.
+      bool gone = (extended == dlock::error::not_owned || extended == dlock::error::expired) && !after_extend.ours;
+      expect_truthful(extended, gone || (error_fault && is_server_error(extended)), "extend");
     }
 
     co_await settle(conn);
@@ -300,13 +339,14 @@ asio::awaitable<void> single_scenario(redis_proxy& proxy, plan p, single kind, s
     } else {
       expect_truthful(released,
                       (released == dlock::error::not_owned && !after_release.ours) ||
-                          (loss_reason && released == loss_reason),
+                          (loss_reason && released == loss_reason) || (error_fault && is_server_error(released)),
                       "release");
       co_await expect_gone_by_ttl(direct, key, token, lease, "after a failed release (" + released.message() + ")");
     }
   } else {
     BOOST_TEST(!lock.held(), "held() after a failed acquire");
-    expect_truthful(acquired, false, "acquire");
+    bool stalled = p.step > 0 && p.kind == fault::stall && acquired == dlock::error::expired;
+    expect_truthful(acquired, stalled || (error_fault && is_server_error(acquired)), "acquire");
     co_await expect_gone_by_ttl(direct, key, lock.token(), lease,
                                 "after a failed acquire (" + acquired.message() + ")");
   }
@@ -325,6 +365,13 @@ asio::awaitable<void> single_scenario(redis_proxy& proxy, plan p, single kind, s
 
 constexpr std::size_t masters = 5;
 constexpr std::size_t faulty = 3;  // a majority: the algorithm must cope, not outvote
+
+// How many masters a fault hits: a majority, except errors (a minority, as
+// a fleet meets them) and client pauses (one pause of the one client).
+std::size_t masters_hit(const plan& p) {
+  if (p.kind == fault::pause || p.kind == fault::stall) return 1;
+  return is_error_fault(p.kind) ? faulty - 1 : faulty;
+}
 
 using connections = std::vector<std::shared_ptr<redis::connection>>;
 
@@ -377,10 +424,10 @@ asio::awaitable<void> redlock_scenario(std::vector<std::unique_ptr<redis_proxy>>
   auto before = proxies[0]->forwarded_commands();
   std::vector<redis_proxy*> armed;
   std::vector<int> faults_before;
-  for (std::size_t i = 0; i < faulty; ++i) {
+  for (std::size_t i = 0; i < masters_hit(p); ++i) {
     armed.push_back(proxies[i].get());
     faults_before.push_back(proxies[i]->faults());
-    arm(*proxies[i], p);
+    arm(*proxies[i], p, ex);
   }
   auto stop_refuser = std::make_shared<bool>(false);
   auto refuser_done = std::make_shared<bool>(true);
@@ -431,7 +478,7 @@ asio::awaitable<void> redlock_scenario(std::vector<std::unique_ptr<redis_proxy>>
   while (!*refuser_done) co_await sleep_for(5ms);
   out->steps = proxies[0]->forwarded_commands() - before;
   out->fired = false;
-  for (std::size_t i = 0; i < faulty; ++i) out->fired = out->fired || proxies[i]->faults() > faults_before[i];
+  for (std::size_t i = 0; i < armed.size(); ++i) out->fired = out->fired || armed[i]->faults() > faults_before[i];
   for (auto& proxy : proxies) {
     proxy->disarm();
     proxy->refuse_for(0ms);

@@ -9,7 +9,14 @@
 //                   receive timeout (2/3 of the session timeout): the client
 //                   drops the connection and reconnects, the session lives;
 //   session expired the replies are held from request k on and the session is
-//                   expired meanwhile (a twin handle opens and closes it).
+//                   expired meanwhile (a twin handle opens and closes it);
+//   client pause    the client's own io_context is blocked once request k
+//                   went out, for less than the receive timeout (a GC-like
+//                   pause, a long handler);
+//   client stall    the same for longer than the session timeout: no ping
+//                   goes out, the servers expire the session, and the client
+//                   learns it only when it runs again (issue #31: time
+//                   inside the client).
 // After each operation a second, direct client checks the invariants: at most
 // one holder; held() only if the server has our node; no node of ours left
 // once an operation has completed (polled, bounded: the recipes clean up in
@@ -72,8 +79,15 @@ constexpr auto late_reply_hold = 1800ms;  // past the receive timeout (~1333 ms)
 // reconnection, ephemeral nodes of an expired session).
 constexpr auto cleanup_patience = 8s;
 
-enum class fault { cut, reply_lost, reply_late, session_expired };
-const std::vector<std::string> fault_names = {"cut", "reply lost", "reply late", "session expired"};
+constexpr auto short_pause = 1000ms;  // below the receive timeout
+constexpr auto long_pause = 3000ms;   // past the session timeout
+// The checking client shares the io_context, so it is paused too: its
+// receive timeout (2/3 of this) outlasts the stall.
+constexpr auto checker_session_timeout = 8000ms;
+
+enum class fault { cut, reply_lost, reply_late, session_expired, client_pause, client_stall };
+const std::vector<std::string> fault_names = {"cut",          "reply lost",  "reply late", "session expired",
+                                              "client pause", "client stall"};
 
 // What one run asks for: no fault (k == 0) or `kind` at request k.
 struct plan {
@@ -100,7 +114,7 @@ asio::awaitable<void> ensure_base(zk::client& direct) {
 // must not fire in the next run.
 void disarm(zk_cutting_proxy& proxy) { proxy.hold_replies(-100, 0ms); }
 
-void arm(zk_cutting_proxy& proxy, const plan& p) {
+void arm(zk_cutting_proxy& proxy, const plan& p, asio::any_io_executor client) {
   if (p.step == 0) return;
   switch (p.kind) {
     case fault::cut: proxy.cut_after(zk_opcode::any, 0ms, p.step); break;
@@ -109,6 +123,8 @@ void arm(zk_cutting_proxy& proxy, const plan& p) {
     // Held until the session has moved to the twin (the server then closes
     // the held connection, and the proxy with it).
     case fault::session_expired: proxy.hold_replies(zk_opcode::any, 5s, p.step); break;
+    case fault::client_pause: proxy.pause_client(zk_opcode::any, client, short_pause, p.step); break;
+    case fault::client_stall: proxy.pause_client(zk_opcode::any, client, long_pause, p.step); break;
   }
 }
 
@@ -178,7 +194,8 @@ bool session_lost(const zk::client& zk) {
 // fault, a connection error (the session lives); after an expiry, the expiry.
 void expect_truthful(const error_code& ec, const plan& p, bool session_changed, const std::string& what) {
   if (!ec) return;
-  bool ok = session_changed || p.kind == fault::session_expired ? is_session_error(ec) || is_connection_error(ec)
+  bool expiry = p.kind == fault::session_expired || p.kind == fault::client_stall;
+  bool ok = session_changed || expiry ? is_session_error(ec) || is_connection_error(ec)
                                                                   : is_connection_error(ec);
   BOOST_TEST(ok, what << " reported '" << ec.message() << "' (" << ec.category().name() << ":" << ec.value()
                       << "), not a truthful error for this fault");
@@ -321,7 +338,7 @@ asio::awaitable<void> expect_held(zk::client& zk, zk::client& direct, lock_under
 
 asio::awaitable<void> lock_scenario(lock_recipe kind, zk_cutting_proxy& proxy, plan p, std::shared_ptr<run_result> out) {
   auto ex = co_await asio::this_coro::executor;
-  zk::client direct(ex, dlock::test::zk_options(dlock::test::zk_hosts(), 4s));
+  zk::client direct(ex, dlock::test::zk_options(dlock::test::zk_hosts(), checker_session_timeout));
   co_await direct.connect();
   co_await ensure_base(direct);
   zk::client zk(ex, dlock::test::zk_options(proxy.address(), session_timeout));
@@ -334,7 +351,7 @@ asio::awaitable<void> lock_scenario(lock_recipe kind, zk_cutting_proxy& proxy, p
   auto expirer_done = std::make_shared<bool>(true);
   auto before = proxy.forwarded_requests();
   auto cuts_before = proxy.cuts();
-  arm(proxy, p);
+  arm(proxy, p, ex);
   if (p.step > 0 && p.kind == fault::session_expired) {
     *expirer_done = false;
     asio::co_spawn(ex, expire_when_fired(proxy, cuts_before, zk, stop_expirer, expirer_done), asio::detached);
@@ -385,7 +402,7 @@ asio::awaitable<std::vector<std::string>> items_with(zk::client& direct, std::st
 asio::awaitable<void> queue_scenario(queue_mode mode, zk_cutting_proxy& proxy, plan p,
                                      std::shared_ptr<run_result> out) {
   auto ex = co_await asio::this_coro::executor;
-  zk::client direct(ex, dlock::test::zk_options(dlock::test::zk_hosts(), 4s));
+  zk::client direct(ex, dlock::test::zk_options(dlock::test::zk_hosts(), checker_session_timeout));
   co_await direct.connect();
   co_await ensure_base(direct);
   zk::client zk(ex, dlock::test::zk_options(proxy.address(), session_timeout));
@@ -402,7 +419,7 @@ asio::awaitable<void> queue_scenario(queue_mode mode, zk_cutting_proxy& proxy, p
   auto expirer_done = std::make_shared<bool>(true);
   auto before = proxy.forwarded_requests();
   auto cuts_before = proxy.cuts();
-  arm(proxy, p);
+  arm(proxy, p, ex);
   if (p.step > 0 && p.kind == fault::session_expired) {
     *expirer_done = false;
     asio::co_spawn(ex, expire_when_fired(proxy, cuts_before, zk, stop_expirer, expirer_done), asio::detached);
