@@ -75,22 +75,44 @@ void release_staging_buffer(std::string& buffer) {
 // connections on its executor leave their writes with it (schedule_write).
 thread_local connection_impl* handing_out_connection = nullptr;
 
-// Both, restored however the hand-out ends (a handler may throw).
-struct handing_out_scope {
-  handing_out_scope(const clock::time_point* read_at, connection_impl* connection) noexcept
-      : outer(std::exchange(handing_out_since, read_at)),
-        outer_connection(std::exchange(handing_out_connection, connection)) {}
-  ~handing_out_scope() {
-    handing_out_since = outer;
-    handing_out_connection = outer_connection;
-  }
-  handing_out_scope(const handing_out_scope&) = delete;
-  handing_out_scope& operator=(const handing_out_scope&) = delete;
-  const clock::time_point* outer;
-  connection_impl* outer_connection;
-};
-
 }  // namespace
+
+// One hand-out of a read's replies, on this thread: the read's clock reading
+// and this connection (for the others' deferred writes) published, this
+// connection's own writes held back. A handler run in place may throw, and
+// Asio lets the exception leave run(); the application may then call run()
+// again. So all of it is undone on unwinding too, and what the end of the
+// hand-out does (write the deferred writes, hand out the replies already
+// read, read again) is posted rather than lost: else this connection would
+// never read again, nor would the connections that left their writes with it
+// ever write. On the usual path this costs one flag.
+class connection_impl::hand_out_scope {
+ public:
+  hand_out_scope(connection_impl& c, std::uint64_t session, const clock::time_point* read_at) noexcept
+      : c_(c),
+        session_(session),
+        outer_(std::exchange(handing_out_since, read_at)),
+        outer_connection_(std::exchange(handing_out_connection, &c)) {
+    c_.dispatching_replies_ = true;
+  }
+  ~hand_out_scope() {
+    handing_out_since = outer_;
+    handing_out_connection = outer_connection_;
+    c_.dispatching_replies_ = false;
+    if (!finished_) c_.resume_hand_out_later(session_);
+  }
+  hand_out_scope(const hand_out_scope&) = delete;
+  hand_out_scope& operator=(const hand_out_scope&) = delete;
+  /// Every reply was handed out: the caller ends the hand-out itself.
+  void finished() noexcept { finished_ = true; }
+
+ private:
+  connection_impl& c_;
+  std::uint64_t session_;
+  const clock::time_point* outer_;
+  connection_impl* outer_connection_;
+  bool finished_ = false;
+};
 
 clock::time_point recent_now() noexcept { return handing_out_since ? *handing_out_since : clock::now(); }
 
@@ -204,12 +226,16 @@ void connection_impl::on_read(std::uint64_t session, error_code ec, std::size_t 
   parser_.feed(in_.data(), n);
   clock::time_point read_at{};
   if (mux_.timed()) mux_.note_read(read_at = clock::now());
+  hand_out_read(session, read_at);
+}
+
+// Hands out the replies read so far, writes what they led to, reads again.
+void connection_impl::hand_out_read(std::uint64_t session, clock::time_point read_at) {
   error_code broken;
   {
-    handing_out_scope scope(mux_.timed() ? &read_at : nullptr, this);
-    dispatching_replies_ = true;
+    hand_out_scope scope(*this, session, mux_.timed() ? &read_at : nullptr);
     broken = hand_out_replies(session);
-    dispatching_replies_ = false;
+    scope.finished();
   }
   write_deferred();
   if (broken) return lose(broken);
@@ -222,6 +248,26 @@ void connection_impl::on_read(std::uint64_t session, error_code ec, std::size_t 
     if (session != session_) return;  // the write failed: the connection was lost
   }
   start_read();
+}
+
+// A handler threw out of a hand-out (see hand_out_scope): the rest of it runs
+// from the queue. Not here, while the exception unwinds: it runs handlers,
+// and a second exception now would end the process.
+void connection_impl::resume_hand_out_later(std::uint64_t session) noexcept {
+  try {
+    asio::post(executor_, [self = shared_from_this(), session] { self->resume_hand_out(session); });
+  } catch (...) {
+    // Nothing can be queued (no memory): at least the connections that left
+    // their writes here schedule their next ones themselves.
+    for (auto& deferred : deferred_writes_) deferred.first->write_scheduled_ = false;
+    deferred_writes_.clear();
+  }
+}
+
+void connection_impl::resume_hand_out(std::uint64_t session) {
+  // The replies the throwing one came with: read already, no more bytes may come for them.
+  if (session == session_) return hand_out_read(session, mux_.last_read());
+  write_deferred();  // this session ended meanwhile; the other connections still write
 }
 
 // The writes other connections left with this hand-out; one write each.

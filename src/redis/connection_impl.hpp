@@ -154,6 +154,10 @@ class connection_impl : public reply_sink, public std::enable_shared_from_this<c
   void wrote(error_code ec, std::size_t n);
   void start_read();
   void on_read(std::uint64_t session, error_code ec, std::size_t n);
+  class hand_out_scope;
+  void hand_out_read(std::uint64_t session, clock::time_point read_at);
+  void resume_hand_out_later(std::uint64_t session) noexcept;
+  void resume_hand_out(std::uint64_t session);
   error_code hand_out_replies(std::uint64_t session);
   void hand_out(reply&& r);
   void complete(request& r, error_code ec, reply&& value, completion how);

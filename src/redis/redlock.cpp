@@ -148,6 +148,26 @@ redlock::~redlock() {
 
 redlock::executor_type redlock::get_executor() const noexcept { return impl_->executor; }
 
+void redlock::start_settle(handler0 handler) {
+  auto waiter = std::make_shared<detail::redlock_impl::settle_waiter>(
+      detail::redlock_impl::settle_waiter{dlock::detail::op_base<void(error_code)>(std::move(handler))});
+  // A cancelled wait leaves the list at once; the deletes go on.
+  auto on_cancel = [owner = std::weak_ptr(impl_), weak = std::weak_ptr(waiter)](asio::cancellation_type) {
+    auto impl = owner.lock();
+    auto w = weak.lock();
+    if (!impl || !w) return;
+    std::erase(impl->settle_waiters, w);
+    w->op.complete(dlock::detail::completion::post, impl->executor, asio::error::operation_aborted);
+  };
+  waiter->op.hook_cancellation(impl_->executor, on_cancel);
+  asio::post(impl_->executor, [impl = impl_, waiter = std::move(waiter)]() mutable {
+    if (waiter->op.done()) return;  // cancelled on the way
+    if (impl->cleanups_in_flight == 0)
+      return waiter->op.complete(dlock::detail::completion::post, impl->executor, error_code());
+    impl->settle_waiters.push_back(std::move(waiter));
+  });
+}
+
 void redlock::start_lock(handler0 handler, bool retry, std::optional<std::chrono::milliseconds> wait,
                          bool in_place) {
   detail::start_acquire(impl_, std::move(handler), retry, wait, in_place);

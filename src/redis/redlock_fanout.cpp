@@ -136,8 +136,9 @@ void redlock_impl::resend_unsettled_cleanups(std::size_t master) {
 }
 
 void redlock_impl::cleanup_settled() {
-  if (--cleanups_in_flight > 0 || !after_cleanups) return;
-  std::exchange(after_cleanups, nullptr)();
+  if (--cleanups_in_flight > 0) return;
+  for (auto& w : std::exchange(settle_waiters, {})) w->op.complete(dlock::detail::completion::post, executor, {});
+  if (after_cleanups) std::exchange(after_cleanups, nullptr)();
 }
 
 void redlock_impl::watch(deadline_entry& entry) {

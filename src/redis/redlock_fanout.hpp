@@ -97,6 +97,11 @@ class redlock_impl : public std::enable_shared_from_this<redlock_impl> {
   int cleanups_in_flight = 0;
   /// The acquire waiting for them (one operation at a time).
   std::function<void()> after_cleanups;
+  /// settle() calls waiting for them, completed (posted) when none is left.
+  struct settle_waiter {
+    dlock::detail::op_base<void(error_code)> op;
+  };
+  std::vector<std::shared_ptr<settle_waiter>> settle_waiters;
   void cleanup_settled();
   /// A cleanup that failed on a master (its connection was down, or it timed
   /// out) may have left that attempt's key there, which would make our own

@@ -50,6 +50,8 @@ class session : public std::enable_shared_from_this<session> {
   const ACL_vector* default_acl() const noexcept;
   /// After every zoo_a* call: counts it and re-evaluates interest once per batch.
   void request_sent();
+  /// Posts a step (one at a time): the C client's waits are armed again.
+  void step_soon();
   /// A completion ran with `rc` for a request sent at `sent_at` (inside a C call).
   void reply_received(int rc, std::chrono::steady_clock::time_point sent_at) noexcept;
   /// A watch notification arrived (inside a C call): it proves nothing about

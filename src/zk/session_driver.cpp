@@ -19,6 +19,11 @@ constexpr int max_replies_per_drain = 64;
 
 void session::request_sent() {
   requests_sent_.fetch_add(1, std::memory_order_relaxed);
+  step_soon();
+}
+
+// A step from the queue (one at a time): the C client has something to send.
+void session::step_soon() {
   if (kick_pending_) return;
   kick_pending_ = true;
   asio::post(strand_, [self = shared_from_this()] {
@@ -26,6 +31,34 @@ void session::request_sent() {
     self->step();
   });
 }
+
+namespace {
+
+// The step after a drain, which re-arms the socket's waits, must come even
+// when a handler the drain ran in place throws (Asio lets the exception leave
+// run(), and the application may call run() again): else nothing would read
+// the session's socket until the timer's next step, replies and watch events
+// waiting meanwhile. It is queued, not taken while the exception unwinds.
+class step_after_throw {
+ public:
+  explicit step_after_throw(session& s) noexcept : s_(s) {}
+  ~step_after_throw() {
+    if (finished_) return;
+    try {
+      s_.step_soon();
+    } catch (...) {  // nothing can be queued (no memory): the timer's step re-arms them
+    }
+  }
+  step_after_throw(const step_after_throw&) = delete;
+  step_after_throw& operator=(const step_after_throw&) = delete;
+  void finished() noexcept { finished_ = true; }
+
+ private:
+  session& s_;
+  bool finished_ = false;
+};
+
+}  // namespace
 
 void session::step() {
   if (!zh_ || close_phase_ == close_phase::closing) return;
@@ -87,7 +120,9 @@ void session::drain(int events) {
     if (rc != ZOK) break;  // ZNOTHING, or an error after which the C client closed the socket
   }
   after_c_calls();
+  step_after_throw guard(*this);
   replies.run();
+  guard.finished();
 }
 
 // What the driver waits for ends here: the waits armed before see a new generation.

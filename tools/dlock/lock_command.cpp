@@ -14,7 +14,11 @@
 #include <dlock/zk/semaphore.hpp>
 #include <dlock/zk/shared_mutex.hpp>
 
+#include <boost/asio/deferred.hpp>
+#include <boost/asio/experimental/parallel_group.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
 
 #include <csignal>
 #include <cstdio>
@@ -147,6 +151,20 @@ asio::awaitable<int> lock_on_zk(lock_settings s) {
   co_return status;
 }
 
+// A timed-out, cancelled or failed Redlock acquire deletes its attempt's keys
+// in the background. Closing the connections at once would drop a delete
+// still queued, and the keys would stay until their TTL: dlock waits for them
+// to settle (a master that does not answer is given up after the lock's
+// master_timeout), at most this long.
+constexpr milliseconds cleanup_limit{2000};
+
+asio::awaitable<void> settle_cleanups(redis::redlock& lock) {
+  asio::steady_timer limit(co_await asio::this_coro::executor, cleanup_limit);
+  namespace ex = asio::experimental;
+  co_await ex::make_parallel_group(lock.settle(asio::deferred), limit.async_wait(asio::deferred))
+      .async_wait(ex::wait_for_one(), asio::use_awaitable);
+}
+
 asio::awaitable<int> hold_on_redis(std::vector<std::shared_ptr<redis::connection>> connections, lock_settings s,
                                    asio::steady_timer& deadline, asio::signal_set& stop) {
   if (s.permits) {  // a lease has no fencing token: DLOCK_FENCING_TOKEN is not set
@@ -167,7 +185,9 @@ asio::awaitable<int> hold_on_redis(std::vector<std::shared_ptr<redis::connection
                        .auto_extend = true,
                        .fencing = true,
                        .observer = s.stats});
-  co_return co_await hold_while_running(lock, s.hold, deadline, stop);
+  int status = co_await hold_while_running(lock, s.hold, deadline, stop);
+  co_await settle_cleanups(lock);
+  co_return status;
 }
 
 asio::awaitable<int> lock_on_redis(lock_settings s) {

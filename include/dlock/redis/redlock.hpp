@@ -206,6 +206,29 @@ class redlock {
         token);
   }
 
+  /// Completes once the deletes this redlock sent in the background (those
+  /// of a cancelled or failed acquire, of a lost hold, of a destroyed
+  /// redlock's hold) have settled: answered, or given up after
+  /// `master_timeout`, by every master they went to. A program about to
+  /// close its connections and exit waits for it first: a delete still
+  /// queued on a connection when it closes is never sent, and the attempt's
+  /// key would stay until its TTL. Completes at once when none is in flight.
+  ///
+  /// @par Handler signature
+  /// `void(error_code)`.
+  /// @par Executor
+  /// As `acquire()`; never inside this call.
+  /// @par Cancellation
+  /// Terminal and partial: completes with `asio::error::operation_aborted`
+  /// (the deletes go on).
+  /// @par Errors
+  /// Only `operation_aborted`.
+  template <class Token = default_token>
+  auto settle(Token&& token = {}) {
+    return asio::async_initiate<Token, void(error_code)>(
+        [this](auto handler) { start_settle(handler0(std::move(handler))); }, token);
+  }
+
   /// How many masters had released our key when the last `release()`
   /// completed (read on `get_executor()`).
   std::size_t released_masters() const noexcept;
@@ -265,6 +288,7 @@ class redlock {
   void start_lock(handler0 handler, bool retry, std::optional<std::chrono::milliseconds> wait, bool in_place);
   void start_unlock(handler0 handler, bool in_place);
   void start_extend(std::chrono::milliseconds ttl, handler0 handler);
+  void start_settle(handler0 handler);
 
   std::shared_ptr<detail::redlock_impl> impl_;
 };
