@@ -29,9 +29,13 @@
 #include "redis/token.hpp"
 
 #include <dlock/log.hpp>
+#include <dlock/limits.hpp>
 
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
+
+#include <cstdint>
+#include <limits>
 
 namespace dlock::redis::detail {
 namespace {
@@ -192,7 +196,7 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
 
  private:
   error_code refusal() const {
-    if (!owner_->invalid_reason.empty() || (wait_ && *wait_ <= milliseconds::zero()))
+    if (!owner_->invalid_reason.empty() || (wait_ && (*wait_ <= milliseconds::zero() || *wait_ > dlock::max_duration)))
       return dlock::error::invalid_argument;
     if (owner_->every_master_closed()) return dlock::error::closed;
     if (owner_->hold.held()) return dlock::error::already_held;

@@ -2,22 +2,27 @@
 #pragma once
 
 #include <dlock/error.hpp>
+#include <dlock/limits.hpp>
 #include <dlock/redis/error.hpp>
 #include <dlock/redis/reply.hpp>
 
 #include <boost/asio/error.hpp>
 
+#include <charconv>
 #include <chrono>
 #include <cstdint>
+#include <optional>
+#include <system_error>
 #include <string_view>
 
 namespace dlock::redis::detail {
 
 using std::chrono::milliseconds;
 
-/// Bad input is refused before anything is sent.
+/// Bad input is refused before anything is sent. A TTL beyond
+/// `max_duration` would overflow the deadlines kept beside it.
 inline error_code validate(std::string_view key, milliseconds ttl) {
-  if (key.empty() || ttl.count() <= 0) return dlock::error::invalid_argument;
+  if (key.empty() || ttl.count() <= 0 || ttl > dlock::max_duration) return dlock::error::invalid_argument;
   return {};
 }
 
