@@ -71,7 +71,8 @@ class fencing_write_back final : public fanout {
 
  private:
   void on_answer(std::size_t, error_code ec, const reply& answer) override {
-    if (!ec && answer.is_integer() && answer.integer() >= token_) ++confirmed_;
+    auto counter = ec ? std::nullopt : integer_value(answer);
+    if (counter && *counter >= token_) ++confirmed_;
     else ++failed_;
     if (confirmed_ >= needed_) finish({});
     else if (asked_ - failed_ < needed_) finish(dlock::error::no_quorum);
@@ -268,6 +269,10 @@ classified classify(error_code ec, const reply& answer, bool fencing) {
     auto fenced = interpret_redlock_fenced_set(answer);
     if (fenced.outcome == set_outcome::unexpected) return {master_outcome::failed};
     auto outcome = fenced.outcome == set_outcome::acquired ? master_outcome::ok : master_outcome::taken;
+    // A holder's counter at INT64_MAX leaves no larger token to take: such
+    // a master cannot vouch for ours (and counter + 1 would overflow).
+    if (outcome == master_outcome::taken && fenced.counter == std::numeric_limits<std::int64_t>::max())
+      return {master_outcome::failed};
     return {outcome, fenced.counter};
   }
   if (answer.is_ok()) return {master_outcome::ok};
