@@ -7,11 +7,13 @@
 #include "watch_state.hpp"
 
 #include <dlock/error.hpp>
+#include <dlock/limits.hpp>
 #include <dlock/log.hpp>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <memory>
 
 namespace dlock::zk::detail {
@@ -101,9 +103,28 @@ bool session::open_handle(error_code& ec) {
   return true;
 }
 
+namespace {
+// Why `o` cannot open a session (empty when it can): the C client takes the
+// session timeout as an int of milliseconds, and the connect timer's
+// nanoseconds overflow beyond max_duration. The servers negotiate any
+// positive request into [2, 20] ticks.
+std::string_view options_problem(const options& o) noexcept {
+  if (o.session_timeout <= std::chrono::milliseconds::zero() ||
+      o.session_timeout.count() > std::numeric_limits<int>::max())
+    return "session_timeout must be positive and fit an int of milliseconds";
+  if (o.connect_timeout <= std::chrono::milliseconds::zero() || o.connect_timeout > dlock::max_duration)
+    return "connect_timeout must be positive and at most dlock::max_duration";
+  return {};
+}
+}  // namespace
+
 void session::connect(pending_ptr<> op) {
   if (op->done()) return;
   if (closing_) return op->complete(make_error_code(dlock::error::closed));
+  if (auto problem = options_problem(options_); !problem.empty()) {
+    dlock::detail::log(log_level::error, std::string("zk: ") + std::string(problem));
+    return op->complete(make_error_code(dlock::error::invalid_argument));
+  }
   auto s = fsm_.state;
   if (s == session_state::connected || s == session_state::reconnected) return op->complete({});
   if (auth_failed_) return op->complete(make_error_code(error::auth_failed));
