@@ -15,4 +15,16 @@ namespace dlock {
 /// exact.
 inline constexpr std::chrono::milliseconds max_duration = std::chrono::hours(24 * 365 * 100);
 
+namespace detail {
+/// An `acquire_for` limit in whole milliseconds, rounded up, without the
+/// overflow of `std::chrono::ceil` near `duration::max()` and `min()`: a
+/// limit beyond `max_duration` stays beyond it (and is refused), one <= 0
+/// stays <= 0.
+constexpr std::chrono::milliseconds limit_in_ms(std::chrono::steady_clock::duration limit) noexcept {
+  if (limit > max_duration) return max_duration + std::chrono::milliseconds(1);
+  if (limit <= std::chrono::steady_clock::duration::zero()) return std::chrono::milliseconds(0);
+  return std::chrono::ceil<std::chrono::milliseconds>(limit);
+}
+}  // namespace detail
+
 }  // namespace dlock

@@ -239,11 +239,18 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
   }
 
   // acquire_for(limit): retry until `limit`, whatever the options say.
-  // The clock is read only for a deadline.
+  // The clock is read only for a deadline. Built before refusal() looks at
+  // the options: a wait beyond max_duration (refused there) is not added to
+  // the clock, where it would overflow.
   static retry_schedule schedule_for(const redlock_options& o, std::optional<milliseconds> wait) {
-    if (wait) return retry_schedule(-1, o.retry_delay, o.retry_jitter, redlock_clock::now() + *wait);
+    auto addable = [](milliseconds d) { return d > milliseconds::zero() && d <= dlock::max_duration; };
+    if (wait) {
+      std::optional<redlock_clock::time_point> until;
+      if (addable(*wait)) until = redlock_clock::now() + *wait;
+      return retry_schedule(-1, o.retry_delay, o.retry_jitter, until);
+    }
     std::optional<redlock_clock::time_point> deadline;
-    if (o.wait_limit > milliseconds::zero()) deadline = redlock_clock::now() + o.wait_limit;
+    if (addable(o.wait_limit)) deadline = redlock_clock::now() + o.wait_limit;
     return retry_schedule(o.retry_count, o.retry_delay, o.retry_jitter, deadline);
   }
 
