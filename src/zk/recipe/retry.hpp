@@ -64,6 +64,15 @@ class retry_counter {
     if (failures_ < std::numeric_limits<int>::max()) ++failures_;
     return may_retry(policy_, failures_);
   }
+  /// A create that found its parent missing: true when the parent should be
+  /// made and the create tried again. The first time is no failure (the
+  /// recipes make their paths on demand, so `max_attempts` 0 must not refuse
+  /// a fresh path); a parent missing again (a container reaped meanwhile)
+  /// counts as one.
+  bool retry_missing_parent() noexcept {
+    if (!parent_made_) return parent_made_ = true;
+    return count_failure();
+  }
   /// The step made progress: the next failure is the first again.
   void reset() noexcept { failures_ = 0; }
   /// The nominal wait before the next try (after a failure was counted).
@@ -73,6 +82,7 @@ class retry_counter {
  private:
   retry_policy policy_;
   int failures_ = 0;
+  bool parent_made_ = false;  // retry_missing_parent() let one through
 };
 
 }  // namespace dlock::zk::detail
