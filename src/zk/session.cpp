@@ -104,14 +104,15 @@ bool session::open_handle(error_code& ec) {
 }
 
 namespace {
-// Why `o` cannot open a session (empty when it can): the C client takes the
-// session timeout as an int of milliseconds, and the connect timer's
-// nanoseconds overflow beyond max_duration. The servers negotiate any
-// positive request into [2, 20] ticks.
+// Why `o` cannot open a session (empty when it can). The C client keeps the
+// session timeout in an int of milliseconds, computes 2/3 of it through 2 x
+// (overflowing beyond INT_MAX / 2), and gives up a handshake not answered
+// within that (before the servers negotiate it into [2, 20] ticks): with a
+// few milliseconds, or an overflow, it never connects. The connect timer's
+// nanoseconds overflow beyond max_duration.
 std::string_view options_problem(const options& o) noexcept {
-  if (o.session_timeout <= std::chrono::milliseconds::zero() ||
-      o.session_timeout.count() > std::numeric_limits<int>::max())
-    return "session_timeout must be positive and fit an int of milliseconds";
+  if (o.session_timeout < min_session_timeout || o.session_timeout > max_session_timeout)
+    return "session_timeout must be from zk::min_session_timeout to zk::max_session_timeout";
   if (o.connect_timeout <= std::chrono::milliseconds::zero() || o.connect_timeout > dlock::max_duration)
     return "connect_timeout must be positive and at most dlock::max_duration";
   return {};

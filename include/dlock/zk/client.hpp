@@ -110,7 +110,8 @@ class client {
   /// trying), `zk::error::auth_failed`, `zk::error::session_expired` (the
   /// session expired and `options::reopen_on_expiry` is off),
   /// `dlock::error::invalid_argument` (the C client refused `options::hosts`;
-  /// `session_timeout` not positive or beyond an int of milliseconds;
+  /// `session_timeout` outside [`zk::min_session_timeout`,
+  /// `zk::max_session_timeout`];
   /// `connect_timeout` not positive or beyond `dlock::max_duration`),
   /// `dlock::error::closed`.
   /// @par Lifetime

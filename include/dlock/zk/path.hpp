@@ -9,8 +9,9 @@
 
 namespace dlock::zk {
 
-/// The longest path a recipe (lock, semaphore, election, queue) accepts:
-/// 64 KiB; a longer one fails its operations with
+/// The longest path a recipe (lock, election, queue) accepts: 64 KiB (a
+/// semaphore's, 7 bytes less: its own lock is at `<path>/locks`, its leases
+/// at `<path>/leases`); a longer one fails its operations with
 /// `dlock::error::invalid_argument`, nothing sent. ZooKeeper has no limit of
 /// its own below its packet size (`jute.maxbuffer`, 1 MiB - 1 by default),
 /// but a request over that makes the server drop the session's connection,

@@ -32,7 +32,8 @@ std::string default_identifier() {
 
 error_code check_arguments(const std::string& path, std::size_t max_leases) {
   if (auto ec = validate_path(path)) return ec;
-  if (path == "/" || path.size() > max_path_size || max_leases == 0)
+  // Its lock and leases live at path + "/locks" and "/leases": the bound is theirs.
+  if (path == "/" || path.size() + std::string_view("/leases").size() > max_path_size || max_leases == 0)
     return make_error_code(dlock::error::invalid_argument);
   return {};
 }
