@@ -1,13 +1,31 @@
 #include "detail/stall_monitor_impl.hpp"
 
+#include <dlock/limits.hpp>
+
+#include <algorithm>
 #include <vector>
 
 namespace dlock {
 namespace detail {
 
+namespace {
+// The monitor has no operation to fail, so it takes every option, brought
+// into the range where it works: a period of at least 1 ms (0 or less would
+// rearm the timer without pause), a threshold of at least 1 ms (else every
+// tick is a stall), and nothing beyond max_duration (the clock's nanoseconds
+// would overflow).
+stall_options in_range(stall_options o) {
+  using std::chrono::milliseconds;
+  o.period = std::clamp(o.period, milliseconds(1), dlock::max_duration);
+  o.threshold = std::clamp(o.threshold, milliseconds(1), dlock::max_duration);
+  o.memory = std::clamp(o.memory, milliseconds(0), dlock::max_duration);
+  return o;
+}
+}  // namespace
+
 stall_monitor_impl::stall_monitor_impl(asio::any_io_executor executor, stall_options options)
     : timer_(std::move(executor)),
-      options_(std::move(options)),
+      options_(in_range(std::move(options))),
       meter_(options_.period, options_.threshold, options_.memory) {}
 
 void stall_monitor_impl::start() { arm(stall_meter::clock::now() + options_.period); }

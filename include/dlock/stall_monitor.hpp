@@ -30,7 +30,9 @@
 
 namespace dlock {
 
-/// How a stall_monitor looks.
+/// How a stall_monitor looks. Every value is taken, brought into range: a
+/// `period` and `threshold` of at least 1 ms, none beyond
+/// `dlock::max_duration`, a `memory` of at least 0.
 struct stall_options {
   /// How often it looks: the timer's period.
   std::chrono::milliseconds period{20};

@@ -82,6 +82,11 @@ class stall_subscription {
 
 /// A ZooKeeper hold under loss_policy::standard: whether a stall of `lag`
 /// counts as a suspension, `fraction` of the session timeout or more.
+/// A ZooKeeper lock's `stall_fraction` must be in (0, 1]: zero or less would
+/// lose every hold at the first stall, NaN none ever, and beyond 1 the
+/// session may have expired before the stall counts.
+inline bool valid_stall_fraction(double fraction) noexcept { return fraction > 0.0 && fraction <= 1.0; }
+
 inline bool stall_suspends(std::chrono::nanoseconds lag, double fraction, std::chrono::milliseconds session_timeout) {
   return lag >= fraction * std::chrono::duration<double>(session_timeout);
 }

@@ -43,6 +43,10 @@ inline bool is_named(std::string_view arg, std::string_view upper) noexcept {
 ///   - CLIENT REPLY: OFF and SKIP silence the replies that follow;
 ///   - HELLO with a protocol other than 2: RESP3 replies;
 ///   - RESET: leaves the database, user and name the greeting set;
+///   - SELECT: moves every lock on the connection to another database until
+///     the next reconnect, whose greeting selects `options::database` again:
+///     a lock taken in one would be released in the other, and holders in
+///     the two databases never see each other;
 ///   - MULTI: every other caller's command would be answered "QUEUED" and
 ///     run at EXEC (use a script for atomic groups).
 /// QUIT is allowed: one reply, then the server closes and the connection
@@ -67,7 +71,7 @@ inline bool refused_command(std::string_view wire) noexcept {
         return protocol && *protocol != "2";
       }
       return is_named(*name, "PSYNC") || is_named(*name, "RESET") || is_named(*name, "MULTI");
-    case 6: return is_named(*name, "CLIENT") && first_is("REPLY");
+    case 6: return is_named(*name, "SELECT") || (is_named(*name, "CLIENT") && first_is("REPLY"));
     case 7: return is_named(*name, "MONITOR");
     case 8: return is_named(*name, "REPLCONF");
     case 9: return is_named(*name, "SUBSCRIBE");

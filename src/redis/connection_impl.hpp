@@ -9,6 +9,7 @@
 #include "redis/conn/request.hpp"
 #include "reply_parser.hpp"
 
+#include <dlock/limits.hpp>
 #include <dlock/redis/connection.hpp>
 
 #include <boost/asio/ip/tcp.hpp>
@@ -101,6 +102,15 @@ struct connection_access {
 // Why a connection cannot work with `o` (empty when it can): refused by
 // connect() with dlock::error::invalid_argument, nothing sent.
 inline std::string_view options_invalid_reason(const options& o) noexcept {
+  using std::chrono::milliseconds;
+  // Beyond max_duration a deadline (now + duration, in nanoseconds) overflows.
+  if (o.connect_timeout > dlock::max_duration || o.command_timeout > dlock::max_duration ||
+      o.reconnect_min > dlock::max_duration || o.reconnect_max > dlock::max_duration)
+    return "durations must not exceed dlock::max_duration (100 years)";
+  if (o.connect_timeout <= milliseconds::zero()) return "connect_timeout must be positive";
+  if (o.command_timeout < milliseconds::zero()) return "command_timeout must not be negative (zero: none)";
+  if (o.database < 0) return "database must not be negative";
+  if (o.host.empty()) return "host must not be empty";  // the resolver would take it for the loopback
   if (o.reconnect && o.reconnect_min <= std::chrono::milliseconds::zero())
     return "reconnect_min must be positive (reconnecting would spin)";
   if (o.reconnect && o.reconnect_max < o.reconnect_min) return "reconnect_max must not be below reconnect_min";

@@ -17,6 +17,8 @@
 #include <boost/asio/ssl/host_name_verification.hpp>
 #include <boost/asio/ssl/stream.hpp>
 
+#include <algorithm>
+
 #include <fcntl.h>
 
 namespace dlock::redis::detail {
@@ -48,7 +50,9 @@ connection_impl::~connection_impl() = default;
 connection_impl::connection_impl(asio::any_io_executor executor, options opts)
     : executor_(std::move(executor)),
       opts_(std::move(opts)),
-      mux_(opts_.command_timeout),
+      // Clamped only so that the conversion to nanoseconds cannot overflow:
+      // connect() refuses a command_timeout beyond max_duration.
+      mux_(std::min(opts_.command_timeout, dlock::max_duration)),
       life_(opts_, jitter_seed()),
       resolver_(executor_),
       socket_(executor_),

@@ -5,6 +5,7 @@
 
 #include "detail/completion.hpp"
 #include "detail/op_base.hpp"
+#include "redis/engine/scripts.hpp"
 
 
 namespace dlock::redis {
@@ -13,12 +14,17 @@ script fenced_script(std::string_view body) {
   // KEYS[1] is the fence key and ARGV[1] the token: checked, recorded, then
   // removed so that `body` sees its own KEYS and ARGV. Equal is allowed: one
   // holder writes many times.
-  std::string source =
-      "do local token = tonumber(ARGV[1]) "
-      "local highest = tonumber(redis.call('get', KEYS[1]) or '0') "
-      "if token < highest then return redis.error_reply('STALE_TOKEN fencing token ' .. ARGV[1] .. "
+  // Compared as text, exactly (redis/engine/scripts.hpp): as Lua numbers
+  // (doubles) two tokens above 2^53 may look equal.
+  std::string source = redis::detail::exact_integer_lua;
+  source +=
+      "do local token = ARGV[1] "
+      "local highest = redis.call('get', KEYS[1]) or '0' "
+      "if not int_text(highest) then return redis.error_reply('ERR the fence key ' .. KEYS[1] .. "
+      "' does not hold an integer') end "
+      "if int_less(token, highest) then return redis.error_reply('STALE_TOKEN fencing token ' .. ARGV[1] .. "
       "' is lower than ' .. highest .. ', already seen') end "
-      "if token > highest then redis.call('set', KEYS[1], ARGV[1]) end "
+      "if int_less(highest, token) then redis.call('set', KEYS[1], ARGV[1]) end "
       "table.remove(KEYS, 1) table.remove(ARGV, 1) end\n";
   source += body;
   return script(std::move(source));

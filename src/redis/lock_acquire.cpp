@@ -138,11 +138,12 @@ asio::awaitable<error_code> extend_step(std::weak_ptr<lock_state> weak) {
 // the drift allowance eats whole could never be held).
 error_code validate_options(const hold_commands& what, const lock_options& o) {
   if (auto ec = what.invalid(o.ttl)) return ec;
-  using std::chrono::milliseconds;
-  bool bad = o.wait < milliseconds::zero() || o.retry_delay < milliseconds::zero() ||
-             o.retry_jitter < milliseconds::zero() || o.drift_extra < milliseconds::zero() ||
-             o.max_hold < milliseconds::zero() || !(o.drift_factor >= 0 && o.drift_factor < 1) ||
-             !(o.extend_fraction > 0 && o.extend_fraction < 1) || !exceeds_drift(o.ttl, {o.drift_factor, o.drift_extra});
+  // Beyond max_duration a deadline (now + duration, in nanoseconds) overflows.
+  auto out_of_range = [](std::chrono::milliseconds d) { return d.count() < 0 || d > dlock::max_duration; };
+  bool bad = out_of_range(o.wait) || out_of_range(o.retry_delay) || out_of_range(o.retry_jitter) ||
+             out_of_range(o.drift_extra) || out_of_range(o.max_hold) ||
+             !(o.drift_factor >= 0 && o.drift_factor < 1) || !(o.extend_fraction > 0 && o.extend_fraction < 1) ||
+             !exceeds_drift(o.ttl, {o.drift_factor, o.drift_extra});
   return bad ? make_error_code(dlock::error::invalid_argument) : error_code();
 }
 
@@ -152,7 +153,8 @@ void begin_acquire(std::shared_ptr<lock_state> s, bool retry, std::optional<std:
                    lock_handler h, bool in_place) {
   auto started = s->observed.started(retry);
   error_code refuse = validate_options(s->commands, s->opts);
-  if (!refuse && limit && *limit <= std::chrono::milliseconds::zero()) refuse = dlock::error::invalid_argument;
+  if (!refuse && limit && (*limit <= std::chrono::milliseconds::zero() || *limit > dlock::max_duration))
+    refuse = dlock::error::invalid_argument;
   if (!refuse && s->holding()) refuse = dlock::error::already_held;
   if (!refuse && (s->acquiring || s->releasing)) refuse = dlock::error::in_progress;
   if (refuse) {

@@ -5,6 +5,7 @@
 
 #include "redlock_fanout.hpp"
 
+#include <dlock/limits.hpp>
 #include <dlock/log.hpp>
 #include "redis/token.hpp"
 
@@ -91,7 +92,7 @@ class extend_op final : public fanout {
 void start_extend(std::shared_ptr<redlock_impl> owner, milliseconds ttl, handler0 handler) {
   if (owner->acquiring || !owner->hold.held())
     return post_completion(owner->executor, std::move(handler), not_extendable(*owner));
-  if (ttl <= milliseconds::zero() || owner->options.master_timeout >= ttl)
+  if (ttl <= milliseconds::zero() || ttl > dlock::max_duration || owner->options.master_timeout >= ttl)
     return post_completion(owner->executor, std::move(handler),
                           make_error_code(dlock::error::invalid_argument));
   auto op = std::make_shared<extend_op>(std::move(owner), ttl, std::move(handler));

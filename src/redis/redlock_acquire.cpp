@@ -29,9 +29,13 @@
 #include "redis/token.hpp"
 
 #include <dlock/log.hpp>
+#include <dlock/limits.hpp>
 
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
+
+#include <cstdint>
+#include <limits>
 
 namespace dlock::redis::detail {
 namespace {
@@ -67,7 +71,8 @@ class fencing_write_back final : public fanout {
 
  private:
   void on_answer(std::size_t, error_code ec, const reply& answer) override {
-    if (!ec && answer.is_integer() && answer.integer() >= token_) ++confirmed_;
+    auto counter = ec ? std::nullopt : integer_value(answer);
+    if (counter && *counter >= token_) ++confirmed_;
     else ++failed_;
     if (confirmed_ >= needed_) finish({});
     else if (asked_ - failed_ < needed_) finish(dlock::error::no_quorum);
@@ -196,7 +201,7 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
 
  private:
   error_code refusal() const {
-    if (!owner_->invalid_reason.empty() || (wait_ && *wait_ <= milliseconds::zero()))
+    if (!owner_->invalid_reason.empty() || (wait_ && (*wait_ <= milliseconds::zero() || *wait_ > dlock::max_duration)))
       return dlock::error::invalid_argument;
     if (owner_->every_master_closed()) return dlock::error::closed;
     if (owner_->hold.held()) return dlock::error::already_held;
@@ -238,11 +243,18 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
   }
 
   // acquire_for(limit): retry until `limit`, whatever the options say.
-  // The clock is read only for a deadline.
+  // The clock is read only for a deadline. Built before refusal() looks at
+  // the options: a wait beyond max_duration (refused there) is not added to
+  // the clock, where it would overflow.
   static retry_schedule schedule_for(const redlock_options& o, std::optional<milliseconds> wait) {
-    if (wait) return retry_schedule(-1, o.retry_delay, o.retry_jitter, redlock_clock::now() + *wait);
+    auto addable = [](milliseconds d) { return d > milliseconds::zero() && d <= dlock::max_duration; };
+    if (wait) {
+      std::optional<redlock_clock::time_point> until;
+      if (addable(*wait)) until = redlock_clock::now() + *wait;
+      return retry_schedule(-1, o.retry_delay, o.retry_jitter, until);
+    }
     std::optional<redlock_clock::time_point> deadline;
-    if (o.wait_limit > milliseconds::zero()) deadline = redlock_clock::now() + o.wait_limit;
+    if (addable(o.wait_limit)) deadline = redlock_clock::now() + o.wait_limit;
     return retry_schedule(o.retry_count, o.retry_delay, o.retry_jitter, deadline);
   }
 
@@ -268,6 +280,10 @@ classified classify(error_code ec, const reply& answer, bool fencing) {
     auto fenced = interpret_redlock_fenced_set(answer);
     if (fenced.outcome == set_outcome::unexpected) return {master_outcome::failed};
     auto outcome = fenced.outcome == set_outcome::acquired ? master_outcome::ok : master_outcome::taken;
+    // A holder's counter at INT64_MAX leaves no larger token to take: such
+    // a master cannot vouch for ours (and counter + 1 would overflow).
+    if (outcome == master_outcome::taken && fenced.counter == std::numeric_limits<std::int64_t>::max())
+      return {master_outcome::failed};
     return {outcome, fenced.counter};
   }
   if (answer.is_ok()) return {master_outcome::ok};

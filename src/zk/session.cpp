@@ -7,11 +7,13 @@
 #include "watch_state.hpp"
 
 #include <dlock/error.hpp>
+#include <dlock/limits.hpp>
 #include <dlock/log.hpp>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <memory>
 
 namespace dlock::zk::detail {
@@ -101,9 +103,29 @@ bool session::open_handle(error_code& ec) {
   return true;
 }
 
+namespace {
+// Why `o` cannot open a session (empty when it can). The C client keeps the
+// session timeout in an int of milliseconds, computes 2/3 of it through 2 x
+// (overflowing beyond INT_MAX / 2), and gives up a handshake not answered
+// within that (before the servers negotiate it into [2, 20] ticks): with a
+// few milliseconds, or an overflow, it never connects. The connect timer's
+// nanoseconds overflow beyond max_duration.
+std::string_view options_problem(const options& o) noexcept {
+  if (o.session_timeout < min_session_timeout || o.session_timeout > max_session_timeout)
+    return "session_timeout must be from zk::min_session_timeout to zk::max_session_timeout";
+  if (o.connect_timeout <= std::chrono::milliseconds::zero() || o.connect_timeout > dlock::max_duration)
+    return "connect_timeout must be positive and at most dlock::max_duration";
+  return {};
+}
+}  // namespace
+
 void session::connect(pending_ptr<> op) {
   if (op->done()) return;
   if (closing_) return op->complete(make_error_code(dlock::error::closed));
+  if (auto problem = options_problem(options_); !problem.empty()) {
+    dlock::detail::log(log_level::error, std::string("zk: ") + std::string(problem));
+    return op->complete(make_error_code(dlock::error::invalid_argument));
+  }
   auto s = fsm_.state;
   if (s == session_state::connected || s == session_state::reconnected) return op->complete({});
   if (auth_failed_) return op->complete(make_error_code(error::auth_failed));

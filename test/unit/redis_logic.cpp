@@ -164,7 +164,7 @@ bool refused(const redis::command& c) { return redis::detail::refused_command(c.
 BOOST_AUTO_TEST_CASE(commands_without_exactly_one_reply_are_recognised) {
   BOOST_CHECK(refused(redis::command()));
   for (const char* name : {"SUBSCRIBE", "psubscribe", "SSubscribe", "UNSUBSCRIBE", "punsubscribe", "SUNSUBSCRIBE",
-                           "MONITOR", "SYNC", "psync", "REPLCONF", "RESET", "multi"})
+                           "MONITOR", "SYNC", "psync", "REPLCONF", "RESET", "multi", "SELECT", "select"})
     BOOST_CHECK_MESSAGE(refused(redis::command(name, "x")) && refused(redis::command(name)), name);
   BOOST_CHECK(refused(redis::command("CLIENT", "REPLY", "OFF")));
   BOOST_CHECK(refused(redis::command("client", "reply", "skip")));

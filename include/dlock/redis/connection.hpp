@@ -174,7 +174,9 @@ class connection {
   /// because they would shift every later reply on the connection: the empty
   /// command; SUBSCRIBE, PSUBSCRIBE, SSUBSCRIBE, UNSUBSCRIBE, PUNSUBSCRIBE,
   /// SUNSUBSCRIBE; MONITOR; CLIENT REPLY; HELLO with a protocol other than 2;
-  /// SYNC, PSYNC, REPLCONF; RESET (it undoes AUTH, SELECT and SETNAME); MULTI
+  /// SYNC, PSYNC, REPLCONF; RESET (it undoes AUTH, SELECT and SETNAME);
+  /// SELECT (the locks on the connection would move to another database, and
+  /// back at the next reconnect: set `options::database` instead); MULTI
   /// (the other callers' commands would be queued into the transaction: use
   /// a script). QUIT is allowed: the connection then reconnects.
   template <class Token = default_token>

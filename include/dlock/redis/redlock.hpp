@@ -60,6 +60,7 @@
 #include <dlock/config.hpp>
 #include <dlock/detail/in_place.hpp>
 #include <dlock/error.hpp>
+#include <dlock/limits.hpp>
 #include <dlock/lock_loss.hpp>
 #include <dlock/lockable.hpp>
 #include <dlock/redis/connection.hpp>
@@ -170,7 +171,7 @@ class redlock {
   /// `limit <= 0`, and those of `acquire()`.
   template <class Token = default_token>
   auto acquire_for(std::chrono::steady_clock::duration limit, Token&& token = {}) {
-    auto wait = std::chrono::ceil<std::chrono::milliseconds>(limit);
+    auto wait = dlock::detail::limit_in_ms(limit);
     return asio::async_initiate<Token, void(error_code)>(
         [this](auto handler, std::chrono::milliseconds w) {
           bool in_place = dlock::detail::runs_on(handler, get_executor());

@@ -109,7 +109,10 @@ class client {
   /// every waiting `connect`, counted from the latest; the client keeps
   /// trying), `zk::error::auth_failed`, `zk::error::session_expired` (the
   /// session expired and `options::reopen_on_expiry` is off),
-  /// `dlock::error::invalid_argument` (the C client refused `options::hosts`),
+  /// `dlock::error::invalid_argument` (the C client refused `options::hosts`;
+  /// `session_timeout` outside [`zk::min_session_timeout`,
+  /// `zk::max_session_timeout`];
+  /// `connect_timeout` not positive or beyond `dlock::max_duration`),
   /// `dlock::error::closed`.
   /// @par Lifetime
   /// Destroying the client completes it with `dlock::error::closed`.

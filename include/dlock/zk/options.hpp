@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,6 +26,19 @@ struct digest_credentials {
   std::string user;      ///< the user name
   std::string password;  ///< its password
 };
+
+/// The shortest `options::session_timeout` a client accepts (100 ms): the C
+/// client gives up a handshake not answered within 2/3 of the requested
+/// timeout, before the servers raise it to their minimum (2 ticks), so a
+/// few milliseconds would never connect. `connect()` refuses a shorter one
+/// with `dlock::error::invalid_argument`.
+inline constexpr std::chrono::milliseconds min_session_timeout{100};
+/// The longest `options::session_timeout` a client accepts, `INT_MAX / 2` ms
+/// (about 12 days; the servers lower any request to at most 20 ticks): the C
+/// client keeps it in an `int` and doubles it, which overflowed beyond this,
+/// so that it never connected. `connect()` refuses a longer one with
+/// `dlock::error::invalid_argument`.
+inline constexpr std::chrono::milliseconds max_session_timeout{std::numeric_limits<int>::max() / 2};
 
 /// How a `zk::client` connects and what its session is like.
 struct options {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <dlock/error.hpp>
+#include <dlock/limits.hpp>
 #include <dlock/redis/error.hpp>
 #include <dlock/redis/reply.hpp>
 
@@ -9,17 +10,21 @@
 
 #include <boost/asio/error.hpp>
 
+#include <charconv>
 #include <chrono>
 #include <cstdint>
+#include <optional>
+#include <system_error>
 #include <string_view>
 
 namespace dlock::redis::detail {
 
 using std::chrono::milliseconds;
 
-/// Bad input is refused before anything is sent.
+/// Bad input is refused before anything is sent. A TTL beyond
+/// `max_duration` would overflow the deadlines kept beside it.
 inline error_code validate(std::string_view key, milliseconds ttl) {
-  if (key.empty() || ttl.count() <= 0) return dlock::error::invalid_argument;
+  if (key.empty() || ttl.count() <= 0 || ttl > dlock::max_duration) return dlock::error::invalid_argument;
   return {};
 }
 
@@ -68,11 +73,25 @@ struct redlock_fenced_answer {
   set_outcome outcome = set_outcome::unexpected;
   std::int64_t counter = -1;
 };
+/// An integer answered as such or as text (the fencing scripts answer
+/// counters as text: through a Lua number they would be rounded above 2^53).
+inline std::optional<std::int64_t> integer_value(const reply& r) {
+  if (r.is_integer()) return r.integer();
+  if (!r.is_bulk() && !r.is_status()) return std::nullopt;
+  auto text = r.string();
+  std::int64_t value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || text.empty()) return std::nullopt;
+  return value;
+}
+
 inline redlock_fenced_answer interpret_redlock_fenced_set(const reply& r) {
   const auto& items = r.elements();
-  if (!r.is_array() || items.size() != 2 || !items[0].is_integer() || !items[1].is_integer()) return {};
+  if (!r.is_array() || items.size() != 2 || !items[0].is_integer()) return {};
+  auto counter = integer_value(items[1]);
+  if (!counter) return {};
   auto outcome = items[0].integer() == 1 ? set_outcome::acquired : set_outcome::taken;
-  return {outcome, items[1].integer()};
+  return {outcome, *counter};
 }
 
 /// An acquire whose SET may have been applied though we saw no reply: its

@@ -1,6 +1,7 @@
 #include "redis/engine/round.hpp"
 
 #include <dlock/error.hpp>
+#include <dlock/limits.hpp>
 
 #include <algorithm>
 
@@ -13,6 +14,10 @@ std::string_view redlock_invalid_reason(const redlock_options& options, std::siz
   if (masters == 0) return "redlock: at least one master is needed";
   if (key.empty()) return "redlock: the key must not be empty";
   if (options.ttl <= milliseconds::zero()) return "redlock: ttl must be positive";
+  if (options.ttl > dlock::max_duration || options.wait_limit > dlock::max_duration ||
+      options.retry_delay > dlock::max_duration || options.retry_jitter > dlock::max_duration ||
+      options.max_hold > dlock::max_duration)
+    return "redlock: durations must not exceed dlock::max_duration (100 years)";
   if (!(options.drift_factor >= 0.0 && options.drift_factor < 1.0))
     return "redlock: drift_factor must be in [0, 1)";
   if (!exceeds_drift(options.ttl, {options.drift_factor, redlock_drift_extra}))

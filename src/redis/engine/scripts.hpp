@@ -17,6 +17,13 @@ const script& release_script();
 /// PEXPIRE KEYS[1] ARGV[2] if it holds ARGV[1]; returns 1 when extended.
 const script& extend_script();
 
+/// Lua functions that compare decimal integers given as text exactly over
+/// the whole int64 range: `int_text(s)` (an optional '-' and digits) and
+/// `int_less(a, b)`. Lua's numbers are doubles, exact only up to 2^53, so
+/// tonumber() would take INT64_MAX - 1 and INT64_MAX for one value. Put in
+/// front of the scripts that compare fencing tokens or counters.
+extern const char* const exact_integer_lua;
+
 /// The companion counter of lock key `key`: "<key>:fencing".
 std::string fencing_counter_key(std::string_view key);
 

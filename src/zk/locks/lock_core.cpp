@@ -5,6 +5,8 @@
 #include <dlock/zk/error.hpp>
 #include <dlock/zk/path.hpp>
 
+#include "zk/recipe/retry.hpp"
+
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/error.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -38,6 +40,7 @@ dlock::lock_kind kind_of(lock_role role, lock_flavor flavor) noexcept {
 error_code check_path(const std::string& path) {
   if (auto ec = validate_path(path)) return ec;
   if (path == "/") return make_error_code(dlock::error::invalid_argument);  // every node would contend
+  if (path.size() > max_path_size) return make_error_code(dlock::error::invalid_argument);
   return {};
 }
 
@@ -301,6 +304,11 @@ void start_acquire(const lock_core_ptr& core, acquire_mode mode, std::chrono::st
     if (!refusal && core->state == lock_core::hold::held) refusal = dlock::error::already_held;
     if (!refusal && core->state == lock_core::hold::acquiring) refusal = dlock::error::in_progress;
     if (!refusal && mode == acquire_mode::wait_for && limit <= std::chrono::steady_clock::duration::zero())
+      refusal = dlock::error::invalid_argument;
+    if (!refusal && !dlock::detail::valid_stall_fraction(core->options.stall_fraction))
+      refusal = dlock::error::invalid_argument;
+    if (!refusal && !valid_retry(core->options.retry)) refusal = dlock::error::invalid_argument;
+    if (!refusal && std::max(identifier.size(), core->options.identifier.size()) > max_identifier_size)
       refusal = dlock::error::invalid_argument;
     if (refusal) return op->refuse(refusal);
     if (!identifier.empty()) core->options.identifier = std::move(identifier);

@@ -143,7 +143,7 @@ action acquire_machine::on_created(reply create_reply, std::string_view created_
     case step_result::no_node:
       // The lock path (a container) is missing or was reaped: ensure it, create again.
       if (cancelled_) return finish(cancel_reason_);
-      if (!retries_.count_failure()) return finish(create_reply.ec);
+      if (!retries_.retry_missing_parent()) return finish(create_reply.ec);
       return go(state::ensuring, action::ensure_path);
     case step_result::connection_loss:
       create_unknown_ = true;

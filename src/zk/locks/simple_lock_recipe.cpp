@@ -98,7 +98,7 @@ action simple_acquire_machine::on_watch_fired(reply r) {
 
 action simple_acquire_machine::ensure_parent() {
   if (cancelled_) return finish(cancel_reason_);
-  if (!retries_.count_failure()) return finish(make_error_code(zk::error::no_node));
+  if (!retries_.retry_missing_parent()) return finish(make_error_code(zk::error::no_node));
   return go(state::ensuring, action::ensure_path);
 }
 

@@ -11,6 +11,8 @@
 #include <dlock/log.hpp>
 #include <dlock/zk/path.hpp>
 
+#include "zk/recipe/retry.hpp"
+
 #include "queue_items.hpp"
 #include "reported.hpp"
 
@@ -28,7 +30,8 @@ queue_state_ptr make_queue_state(client& zk, std::string path, queue_options opt
   auto q = std::make_shared<queue_state>();
   q->zk.emplace(borrow_session(zk));
   q->path_error = validate_path(path);
-  if (path == "/") q->path_error = make_error_code(dlock::error::invalid_argument);
+  if (path == "/" || path.size() > max_path_size || !valid_retry(options.retry))
+    q->path_error = make_error_code(dlock::error::invalid_argument);
   q->claims_path = path + ".claims";
   q->path = std::move(path);
   q->options = std::move(options);

@@ -73,7 +73,7 @@ asio::awaitable<std::tuple<error_code, claim_ref>> create_claim(queue_state_ptr 
   bool maybe_ours = false;   // some create of ours had an unknown outcome
   std::int64_t sent_on = 0;  // the session of our last create
   error_code last;
-  for (int attempt = 1; attempt <= q->options.retry.max_attempts + 1; ++attempt) {
+  for (int attempt = 1; attempt - 1 <= q->options.retry.max_attempts; ++attempt) {  // no overflow at INT_MAX
     if (unknown) {
       auto [ec, data, meta] = co_await zk.get(claim, uncancellable());
       if (!ec && is_our_claim(zk, data, meta, ours)) co_return std::tuple{ec, claim_ref{meta.ephemeral_owner, meta.czxid}};

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <dlock/config.hpp>
+#include <dlock/limits.hpp>
 #include <dlock/zk/detail/retry.hpp>
 
 #include <chrono>
@@ -18,6 +19,14 @@ namespace dlock::zk::detail {
 /// its own, so the request can be sent again. Anything else (the session
 /// expired, the client closed, a server's answer) is not retried.
 bool is_retryable(const error_code& ec) noexcept;
+
+/// A policy the recipes can follow: max_attempts not negative, backoffs from
+/// zero to dlock::max_duration (a longer wait would overflow its timer's
+/// nanoseconds). Recipes refuse others with dlock::error::invalid_argument.
+inline bool valid_retry(const retry_policy& policy) noexcept {
+  auto in_range = [](std::chrono::milliseconds d) { return d.count() >= 0 && d <= dlock::max_duration; };
+  return policy.max_attempts >= 0 && in_range(policy.initial_backoff) && in_range(policy.max_backoff);
+}
 
 /// True when failure number `failures` (1 for the first) may still be retried.
 inline bool may_retry(const retry_policy& policy, int failures) noexcept {
@@ -55,6 +64,15 @@ class retry_counter {
     if (failures_ < std::numeric_limits<int>::max()) ++failures_;
     return may_retry(policy_, failures_);
   }
+  /// A create that found its parent missing: true when the parent should be
+  /// made and the create tried again. The first time is no failure (the
+  /// recipes make their paths on demand, so `max_attempts` 0 must not refuse
+  /// a fresh path); a parent missing again (a container reaped meanwhile)
+  /// counts as one.
+  bool retry_missing_parent() noexcept {
+    if (!parent_made_) return parent_made_ = true;
+    return count_failure();
+  }
   /// The step made progress: the next failure is the first again.
   void reset() noexcept { failures_ = 0; }
   /// The nominal wait before the next try (after a failure was counted).
@@ -64,6 +82,7 @@ class retry_counter {
  private:
   retry_policy policy_;
   int failures_ = 0;
+  bool parent_made_ = false;  // retry_missing_parent() let one through
 };
 
 }  // namespace dlock::zk::detail

@@ -6,6 +6,8 @@
 #include <dlock/zk/error.hpp>
 #include <dlock/zk/path.hpp>
 
+#include "zk/recipe/retry.hpp"
+
 #include "detail/completion.hpp"
 
 #include <boost/asio/bind_cancellation_slot.hpp>
@@ -30,7 +32,9 @@ std::string default_identifier() {
 
 error_code check_arguments(const std::string& path, std::size_t max_leases) {
   if (auto ec = validate_path(path)) return ec;
-  if (path == "/" || max_leases == 0) return make_error_code(dlock::error::invalid_argument);
+  // Its lock and leases live at path + "/locks" and "/leases": the bound is theirs.
+  if (path == "/" || path.size() + std::string_view("/leases").size() > max_path_size || max_leases == 0)
+    return make_error_code(dlock::error::invalid_argument);
   return {};
 }
 
@@ -267,9 +271,12 @@ void start_semaphore_acquire(const semaphore_core_ptr& core, semaphore_mode mode
     if (!refusal && (count == 0 || count > core->max_leases)) refusal = dlock::error::invalid_argument;
     if (!refusal && mode == semaphore_mode::wait_for && limit <= std::chrono::steady_clock::duration::zero())
       refusal = dlock::error::invalid_argument;
+    if (!refusal && (!dlock::detail::valid_stall_fraction(core->options.stall_fraction) ||
+                     !valid_retry(core->options.retry) || core->options.identifier.size() > max_identifier_size))
+      refusal = dlock::error::invalid_argument;
     if (!refusal && core->zk.state() == session_state::closed) refusal = dlock::error::closed;
     if (!refusal && core->current.lock()) refusal = dlock::error::in_progress;
-    if (!refusal && core->held.size() + count > core->max_leases) refusal = dlock::error::already_held;
+    if (!refusal && count > core->max_leases - core->held.size()) refusal = dlock::error::already_held;  // no overflow
     if (refusal) return op->refuse(refusal);
     if (core->held.empty() && !core->lost.empty()) {
       // Leftovers of a lost hold (the session may have come back): delete them

@@ -177,7 +177,7 @@ action semaphore_machine::on_created(std::span<const created_lease> creates, rep
   if (cancelled_) return wind_up(cancel_reason_);
   if (unknown_ > 0) return retry(state::recovering, lost_reply);
   if (missing_parent) {  // the first acquire on this path: `leases` is made on demand, as Curator does
-    if (!retries_.count_failure()) return wind_up(missing_parent);
+    if (!retries_.retry_missing_parent()) return wind_up(missing_parent);
     return go(state::ensuring, action::ensure);
   }
   retries_.reset();

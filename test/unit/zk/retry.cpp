@@ -8,6 +8,7 @@
 #include <boost/asio/error.hpp>
 #include <boost/test/unit_test.hpp>
 
+#include <limits>
 #include <set>
 
 using namespace dlock::zk::detail;
@@ -28,6 +29,28 @@ BOOST_AUTO_TEST_CASE(only_a_connection_loss_while_the_session_may_live_is_retrie
   BOOST_TEST(!is_retryable(make_error_code(zkerr::node_exists)));
   BOOST_TEST(!is_retryable(make_error_code(dlock::error::closed)));
   BOOST_TEST(!is_retryable(make_error_code(boost::asio::error::operation_aborted)));
+}
+
+// A recipe makes its path on demand: the first missing parent is no
+// failure, even with no retries at all; a parent missing again counts.
+BOOST_AUTO_TEST_CASE(the_first_missing_parent_is_no_failure) {
+  retry_counter none(retry_policy{0, 20ms, 1000ms});
+  BOOST_TEST(none.retry_missing_parent());
+  BOOST_TEST(!none.retry_missing_parent());
+  retry_counter two(retry_policy{2, 20ms, 1000ms});
+  BOOST_TEST(two.retry_missing_parent());
+  BOOST_TEST(two.retry_missing_parent());
+  BOOST_TEST(two.retry_missing_parent());
+  BOOST_TEST(!two.retry_missing_parent());
+}
+
+BOOST_AUTO_TEST_CASE(policies_the_recipes_refuse) {
+  BOOST_TEST(valid_retry(retry_policy{}));
+  BOOST_TEST(valid_retry(retry_policy{0, 0ms, 0ms}));
+  BOOST_TEST(valid_retry(retry_policy{std::numeric_limits<int>::max(), dlock::max_duration, dlock::max_duration}));
+  BOOST_TEST(!valid_retry(retry_policy{-1, 20ms, 1000ms}));
+  BOOST_TEST(!valid_retry(retry_policy{8, -1ms, 1000ms}));
+  BOOST_TEST(!valid_retry(retry_policy{8, 20ms, std::chrono::milliseconds::max()}));
 }
 
 BOOST_AUTO_TEST_CASE(backoff_doubles_from_the_initial_delay_up_to_the_cap) {

@@ -86,11 +86,13 @@ BOOST_AUTO_TEST_CASE(holder_gone_between_create_and_check_creates_again) {
 BOOST_AUTO_TEST_CASE(missing_parent_is_ensured_then_created_again_bounded) {
   auto m = machine(true, {2, 10ms, 40ms});
   m.start();
-  BOOST_TEST((created(m, missing()) == action::ensure_path));
+  BOOST_TEST((created(m, missing()) == action::ensure_path));  // a new path: made on demand, no failure
   BOOST_TEST(m.path_to_ensure() == "/locks");
   BOOST_TEST((m.on_ensured(ok()) == action::create));
-  BOOST_TEST((created(m, missing()) == action::ensure_path));  // reaped again
+  BOOST_TEST((created(m, missing()) == action::ensure_path));  // reaped again: failure 1
   BOOST_TEST((m.on_ensured(loss()) == action::create));        // the create says whether it is back
+  BOOST_TEST((created(m, missing()) == action::ensure_path));  // reaped again: failure 2
+  BOOST_TEST((m.on_ensured(ok()) == action::create));
   BOOST_TEST((created(m, missing()) == action::done));         // over the budget of 2
   BOOST_TEST(m.result() == make_error_code(dlock::zk::error::no_node));
 }

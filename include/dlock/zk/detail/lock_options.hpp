@@ -4,6 +4,7 @@
 #include <dlock/observer.hpp>
 #include <dlock/zk/detail/retry.hpp>
 
+#include <cstddef>
 #include <memory>
 #include <string>
 
@@ -19,6 +20,14 @@ enum class loss_policy {
   /// timeout), before the servers can expire it. Holds across short drops.
   session,
 };
+
+/// The longest identifier a lock, semaphore or election candidate accepts
+/// (64 KiB); a longer one fails the acquire with
+/// `dlock::error::invalid_argument`, nothing sent. With a path of at most
+/// `max_path_size`, every request a lock sends stays far below the servers'
+/// packet limit (`jute.maxbuffer`, 1 MiB - 1 by default), over which a server
+/// drops the whole session's connection, suspending every lock on it.
+inline constexpr std::size_t max_identifier_size = 64 * 1024;
 
 /// How a ZooKeeper lock behaves.
 struct lock_options {
