@@ -274,6 +274,62 @@ void client_pause(run_ctx& r) {
   for (auto* v : victims) ::kill(v->pid, SIGCONT);
 }
 
+// Whether `w` holds its lock now, by the tail of its record file: its last
+// `begin` not yet followed by a `released`.
+bool holds_now(const run_ctx& r, const worker_process& w) {
+  std::ifstream in(r.dir + "/" + w.name + ".log", std::ios::binary);
+  in.seekg(0, std::ios::end);
+  auto size = static_cast<std::streamoff>(in.tellg());
+  in.seekg(std::max<std::streamoff>(0, size - 8192));
+  bool holding = false;
+  for (std::string line; std::getline(in, line);) {
+    record rec;
+    std::string error;
+    if (!parse_record(line, rec, error) || rec.subject != w.recipe) continue;
+    if (rec.kind == "begin") holding = true;
+    if (rec.kind == "released") holding = false;
+  }
+  return holding;
+}
+
+// The late grant (issue #31, reproduction 1), made likely: a lock's holder
+// is frozen, its servers are stopped before its key can expire (so the
+// waiters' SETs queue up there), the waiters are frozen once the key has
+// expired, and the servers resume: the first SET they run takes the free key
+// for a frozen waiter, which reads the reply after its pause, within the TTL
+// or after it (a grant that must be refused). Then everyone wakes. The
+// servers are stopped for less than the command timeout, so the SETs are
+// still awaited.
+void client_pause_grant(run_ctx& r) {
+  auto recipes = recipes_of(r.backend);
+  auto recipe = recipes[static_cast<std::size_t>(r.uniform(0, static_cast<int>(recipes.size()) - 1))];
+  std::vector<worker_process*> holders, waiters;
+  for (auto& w : r.workers)
+    if (!w.exited && w.recipe == recipe) (holds_now(r, w) ? holders : waiters).push_back(&w);
+  if (holders.empty() || waiters.empty()) {
+    r.rec->write("note", "client_pause_grant", {recipe, "no_holder_and_waiter_found"});
+    return;
+  }
+  int ms = r.uniform(0, 1) ? r.uniform(redis_ttl_ms * 3 / 10, redis_ttl_ms * 8 / 10)
+                           : r.uniform(redis_ttl_ms * 12 / 10, redis_ttl_ms * 5 / 2);
+  std::vector<std::string> fields = {std::to_string(ms) + "ms"};
+  for (auto* v : holders) fields.push_back(v->name);
+  for (auto* v : waiters) fields.push_back(v->name);
+  start_fault(r, "client_pause_grant", fields);
+  auto frozen = std::chrono::steady_clock::now();
+  for (auto* v : holders) ::kill(v->pid, SIGSTOP);
+  r.sleep_ms(r.uniform(redis_ttl_ms * 4 / 10, redis_ttl_ms * 7 / 10));
+  auto held = servers_of(r, recipe);
+  for (const auto& name : held) signal_server(r, name, SIGSTOP);
+  // Its key has expired a TTL after its last extension, which came before it froze.
+  std::this_thread::sleep_until(frozen + milliseconds(redis_ttl_ms + r.uniform(30, 150)));
+  for (auto* v : waiters) ::kill(v->pid, SIGSTOP);
+  for (const auto& name : held) signal_server(r, name, SIGCONT);
+  r.sleep_ms(ms);
+  for (auto* v : waiters) ::kill(v->pid, SIGCONT);
+  for (auto* v : holders) ::kill(v->pid, SIGCONT);
+}
+
 // --- errors from a minority of Redis masters --------------------------------
 
 // The value of one configuration parameter (CONFIG GET answers name, value).
@@ -371,8 +427,8 @@ void inject_one(run_ctx& r) {
     kinds = {zk_member_kill, zk_member_pause, zk_leader_kill, zk_session_expiry, zk_connection_cut, client_pause};
   else
     kinds = {redis_master_stop,  redis_master_kill,     redis_script_flush, redis_connection_cut,
-             client_pause,       redis_master_oom,      redis_master_readonly, redis_master_busy,
-             redis_restart_while_paused};
+             client_pause,       client_pause_grant,    redis_master_oom,   redis_master_readonly,
+             redis_master_busy,  redis_restart_while_paused};
   std::size_t choices = kinds.size() + (partition_available() ? 1 : 0);
   auto pick = static_cast<std::size_t>(r.uniform(0, static_cast<int>(choices) - 1));
   if (pick == kinds.size())
