@@ -404,6 +404,35 @@ void redis_master_busy(run_ctx& r) {
   shell(r, redis_cli(m, "CONFIG SET busy-reply-threshold " + (threshold.empty() ? "5000" : threshold)));
 }
 
+// Script errors (and an EXEC with an error inside): each lock's fencing
+// counter on the master is swapped, in one step, for a hash holding its
+// value, so the INCR of an acquire fails with WRONGTYPE after the SET in the
+// same script or transaction has run; swapped back after, value unchanged
+// (every INCR meanwhile failed).
+void redis_master_script_error(run_ctx& r) {
+  auto names = minority(r);
+  int ms = r.uniform(300, 3 * redis_ttl_ms);
+  std::vector<std::string> fields = names;
+  fields.push_back(std::to_string(ms) + "ms");
+  start_fault(r, "master_script_error", fields);
+  const std::string hide =
+      "local v = redis.call(\"GET\", KEYS[1]) redis.call(\"DEL\", KEYS[1]) "
+      "redis.call(\"HSET\", KEYS[1], \"saved\", v or \"\") return 1";
+  const std::string restore =
+      "local v = redis.call(\"HGET\", KEYS[1], \"saved\") redis.call(\"DEL\", KEYS[1]) "
+      "if v and v ~= \"\" then redis.call(\"SET\", KEYS[1], v) end return 1";
+  auto counters = [&](const std::string& name) {
+    std::vector<std::string> keys = {redis_key(r.run_id, "redlock") + ":fencing"};
+    if (name == "redis1") keys.push_back(redis_key(r.run_id, "lock") + ":fencing");
+    return keys;
+  };
+  for (const auto& name : names)
+    for (const auto& key : counters(name)) shell(r, redis_cli(master_of(r, name), "EVAL '" + hide + "' 1 " + key));
+  r.sleep_ms(ms);
+  for (const auto& name : names)
+    for (const auto& key : counters(name)) shell(r, redis_cli(master_of(r, name), "EVAL '" + restore + "' 1 " + key));
+}
+
 // A master restarted empty (after more than a TTL) while another is frozen:
 // two of five out at once, and the frozen one wakes with its old keys.
 void redis_restart_while_paused(run_ctx& r) {
@@ -428,7 +457,7 @@ void inject_one(run_ctx& r) {
   else
     kinds = {redis_master_stop,  redis_master_kill,     redis_script_flush, redis_connection_cut,
              client_pause,       client_pause_grant,    redis_master_oom,   redis_master_readonly,
-             redis_master_busy,  redis_restart_while_paused};
+             redis_master_busy,  redis_master_script_error, redis_restart_while_paused};
   std::size_t choices = kinds.size() + (partition_available() ? 1 : 0);
   auto pick = static_cast<std::size_t>(r.uniform(0, static_cast<int>(choices) - 1));
   if (pick == kinds.size())
