@@ -239,6 +239,16 @@ void redis_connection_cut(run_ctx& r) {
 
 // --- time as a fault: the client paused ------------------------------------
 
+std::string random_recipe(run_ctx& r) {
+  auto recipes = recipes_of(r.backend);
+  return recipes[static_cast<std::size_t>(r.uniform(0, static_cast<int>(recipes.size()) - 1))];
+}
+
+// Less than `limit` (0.3-0.8 of it) or more (1.2-2.5 times), half the time each.
+int less_or_more_than(run_ctx& r, int limit) {
+  return r.uniform(0, 1) ? r.uniform(limit * 3 / 10, limit * 8 / 10) : r.uniform(limit * 12 / 10, limit * 5 / 2);
+}
+
 std::vector<std::string> servers_of(const run_ctx& r, const std::string& recipe) {
   if (r.backend == "zk") return {"zk1", "zk2", "zk3"};
   if (recipe == "lock") return {"redis1"};
@@ -253,15 +263,13 @@ std::vector<std::string> servers_of(const run_ctx& r, const std::string& recipe)
 // (SIGCONT) after the pause. One contender of a recipe, or all of its
 // contenders (then the lock's holder and its waiters all wake to stale replies).
 void client_pause(run_ctx& r) {
-  auto recipes = recipes_of(r.backend);
-  auto recipe = recipes[static_cast<std::size_t>(r.uniform(0, static_cast<int>(recipes.size()) - 1))];
+  auto recipe = random_recipe(r);
   std::vector<worker_process*> victims;
   for (auto& w : r.workers)
     if (!w.exited && w.recipe == recipe) victims.push_back(&w);
   if (victims.empty()) return;
   if (r.uniform(0, 2) > 0) victims = {victims[static_cast<std::size_t>(r.uniform(0, static_cast<int>(victims.size()) - 1))]};
-  int limit = r.backend == "zk" ? zk_session_timeout_ms : redis_ttl_ms;
-  int ms = r.uniform(0, 1) ? r.uniform(limit * 3 / 10, limit * 8 / 10) : r.uniform(limit * 12 / 10, limit * 5 / 2);
+  int ms = less_or_more_than(r, r.backend == "zk" ? zk_session_timeout_ms : redis_ttl_ms);
   std::vector<std::string> fields = {std::to_string(ms) + "ms"};
   for (auto* v : victims) fields.push_back(v->name);
   start_fault(r, "client_pause", fields);
@@ -301,8 +309,7 @@ bool holds_now(const run_ctx& r, const worker_process& w) {
 // servers are stopped for less than the command timeout, so the SETs are
 // still awaited.
 void client_pause_grant(run_ctx& r) {
-  auto recipes = recipes_of(r.backend);
-  auto recipe = recipes[static_cast<std::size_t>(r.uniform(0, static_cast<int>(recipes.size()) - 1))];
+  auto recipe = random_recipe(r);
   std::vector<worker_process*> holders, waiters;
   for (auto& w : r.workers)
     if (!w.exited && w.recipe == recipe) (holds_now(r, w) ? holders : waiters).push_back(&w);
@@ -310,8 +317,7 @@ void client_pause_grant(run_ctx& r) {
     r.rec->write("note", "client_pause_grant", {recipe, "no_holder_and_waiter_found"});
     return;
   }
-  int ms = r.uniform(0, 1) ? r.uniform(redis_ttl_ms * 3 / 10, redis_ttl_ms * 8 / 10)
-                           : r.uniform(redis_ttl_ms * 12 / 10, redis_ttl_ms * 5 / 2);
+  int ms = less_or_more_than(r, redis_ttl_ms);
   std::vector<std::string> fields = {std::to_string(ms) + "ms"};
   for (auto* v : holders) fields.push_back(v->name);
   for (auto* v : waiters) fields.push_back(v->name);
