@@ -256,8 +256,10 @@ inline std::vector<section> build_sections(const std::vector<record>& records) {
 
 inline bool intersect(nanos b1, nanos e1, nanos b2, nanos e2) { return b1 < e2 && b2 < e1; }
 
+/// When something happened to each worker (a forced expiry, a pause).
+using worker_times = std::map<std::string, std::vector<nanos>>;
 /// When each worker's session was ended on the servers by someone else (`fault session_expiry - T WORKER`).
-using forced_expiries = std::map<std::string, std::vector<nanos>>;
+using forced_expiries = worker_times;
 
 inline forced_expiries forced_expiries_of(const std::vector<record>& records) {
   forced_expiries out;
@@ -290,8 +292,8 @@ inline std::vector<fault_span> fault_spans_of(const std::vector<record>& records
 }
 
 /// When each worker's process was frozen (`fault client_pause - T DURATION WORKER...`).
-inline forced_expiries pauses_of(const std::vector<fault_span>& faults) {
-  forced_expiries out;
+inline worker_times pauses_of(const std::vector<fault_span>& faults) {
+  worker_times out;
   for (const auto& f : faults)
     if (f.kind == "client_pause")
       for (std::size_t i = 1; i < f.fields.size(); ++i) out[f.fields[i]].push_back(f.begin);
@@ -304,7 +306,7 @@ inline bool told_and_fenced(const section& a, const section& b) {
   return told && a.token != 0 && b.token > a.token;
 }
 
-inline bool any_between(const forced_expiries& events, const std::string& worker, nanos from, nanos to) {
+inline bool any_between(const worker_times& events, const std::string& worker, nanos from, nanos to) {
   auto it = events.find(worker);
   if (it == events.end()) return false;
   return std::any_of(it->second.begin(), it->second.end(), [&](nanos t) { return from <= t && t <= to; });
@@ -317,13 +319,13 @@ inline bool fenced_after_forced_expiry(const section& a, const section& b, const
 
 // See "The same exception, counted apart as paused" above. A holder with a
 // validity deadline must stop at it, frozen or not: no exception.
-inline bool fenced_after_pause(const section& a, const section& b, const forced_expiries& pauses) {
+inline bool fenced_after_pause(const section& a, const section& b, const worker_times& pauses) {
   bool validity = a.first_deadline != never || a.deadline != never;
   return !validity && told_and_fenced(a, b) && any_between(pauses, a.worker, a.begin, b.begin);
 }
 
 inline void check_overlaps(const std::string& backend, std::vector<section> sections,
-                           const forced_expiries& expiries, const forced_expiries& pauses, backend_figures& fig,
+                           const forced_expiries& expiries, const worker_times& pauses, backend_figures& fig,
                            std::vector<violation>& out) {
   std::sort(sections.begin(), sections.end(), [](const section& a, const section& b) { return a.begin < b.begin; });
   for (std::size_t i = 0; i < sections.size(); ++i) {
@@ -381,9 +383,9 @@ inline void check_late_grants(const std::string& backend, const std::vector<sect
   for (const auto& s : sections) {
     if (!s.late()) continue;
     ++fig.late_grants;
-    out.push_back({backend, "late grant on " + s.lock + ": a section began " +
+    out.push_back({backend, "late grant on " + s.lock + ": a section began with no validity left (" +
                                 std::to_string((s.begin - s.first_deadline) / 1'000'000) +
-                                " ms after the validity it was granted with ended: " + describe(s)});
+                                " ms past the deadline it was granted with): " + describe(s)});
   }
 }
 
