@@ -187,6 +187,7 @@ struct backend_figures {
   std::size_t waits = 0;                // acquires waited for (a wait spans failed acquires)
   std::size_t stuck_waiters = 0;        // violations: waited past the bound while the lock was free
   nanos longest_free_wait = 0;          // the longest such wait, outside faults (informative)
+  std::string longest_free_wait_where;  // who waited for what, from when
   std::size_t token_checks = 0;         // sections whose token was compared
   std::size_t token_regressions = 0;
   std::size_t unfinished = 0;           // sections with no end record (informative)
@@ -457,14 +458,17 @@ inline void check_stuck_waiters(const std::string& backend, const std::vector<re
       nanos to = next == busy.end() ? w.end : std::min(w.end, next->first);
       if (to > from) {
         nanos quiet = (to - from) - covered(faulty, from, to);
-        fig.longest_free_wait = std::max(fig.longest_free_wait, quiet);
+        auto where = w.worker + " waited from " + std::to_string(w.begin) + "; the lock was free from " +
+                     std::to_string(from) + " to " + std::to_string(to) + ", " + std::to_string(quiet / 1'000'000) +
+                     " ms of it outside faults";
+        if (quiet > fig.longest_free_wait) {
+          fig.longest_free_wait = quiet;
+          fig.longest_free_wait_where = w.lock + ": " + where;
+        }
         if (quiet > bound) {
           ++fig.stuck_waiters;
-          out.push_back({backend, "stuck waiter on " + w.lock + ": " + w.worker + " waited from " +
-                                      std::to_string(w.begin) + "; the lock was free from " + std::to_string(from) +
-                                      " to " + std::to_string(to) + ", " + std::to_string(quiet / 1'000'000) +
-                                      " ms of it outside faults (bound " + std::to_string(bound / 1'000'000) +
-                                      " ms)"});
+          out.push_back({backend, "stuck waiter on " + w.lock + ": " + where + " (bound " +
+                                      std::to_string(bound / 1'000'000) + " ms)"});
         }
       }
       if (next == busy.end() || next->second >= w.end) break;

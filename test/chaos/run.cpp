@@ -694,6 +694,8 @@ int check_main(const std::vector<std::string>& dirs) {
     }
     std::cout << "VIOLATION " << v.backend << ": " << v.what << "\n";
   }
+  for (const auto& [backend, fig] : rep.backends)
+    if (!fig.longest_free_wait_where.empty()) std::cout << "longest free wait on " << fig.longest_free_wait_where << "\n";
   for (const auto& [backend, fig] : rep.backends) {
     std::size_t count = 0;
     for (const auto& v : rep.violations) count += v.backend == backend;

@@ -214,6 +214,7 @@ BOOST_AUTO_TEST_CASE(a_wait_while_the_lock_is_held_or_the_servers_are_faulty_is_
   BOOST_TEST(faulty.ok());
   BOOST_TEST(faulty.backends["zk"].faults["member_kill"] == 1u);
   BOOST_TEST(faulty.backends["zk"].longest_free_wait == 7'000'000'000);
+  BOOST_TEST(faulty.backends["zk"].longest_free_wait_where.find("/l: b waited from 500000000") == 0u);
   // The clock pauses during a fault, it does not start again: two stretches of 5 s outside faults.
   auto paused_clock = analyse(parse({"zk begin /l a " + s(0) + " w 5", "zk acquire /l b " + s(1),
                                      "zk released /l a " + s(1), "zk fault member_kill - " + s(6) + " zk1",
