@@ -13,7 +13,8 @@
 //   begin  LOCK WORKER T MODE TOKEN   a critical section starts (MODE w or r;
 //                                     TOKEN the fencing token, 0 for none)
 //   valid  LOCK WORKER T DEADLINE     the holder was told it may act until DEADLINE
-//                                     (the first one stamped with the begin's own time)
+//                                     (the first one stamped with the begin's own time:
+//                                     DEADLINE <= T there is a late grant)
 //   lost   LOCK WORKER T REASON       the holder was told of its loss
 //   end    LOCK WORKER T              the holder stopped acting (before release)
 //   released LOCK WORKER T [ERROR]    the release completed (or failed, with ERROR): the hold is over
@@ -57,12 +58,14 @@
 //    holder was granted a lock whose validity had already run out: its key
 //    may be gone, and another holder may have it) is a "late grant": a
 //    violation. The old rule, "a section ends at its last validity deadline",
-//    made such a section empty, so it could never overlap anything.
+//    made such a section empty: it overlapped a section already running at
+//    its begin, and nothing that began after it (the other holder to come).
 //  - A contender waiting for a lock while no holder of it is recorded (from
 //    a `begin` to its `released`, else its `end`) is "stuck" once that has
 //    lasted longer than the backend's bound (see stuck_bound) outside
 //    fault intervals (`fault` to `healed`; the clock pauses during faults,
-//    which may make the lock unreachable, and resumes after). A violation.
+//    which may make the lock unreachable, and resumes after; a holder
+//    recorded meanwhile starts the count again). A violation.
 //  - Fencing tokens (non-zero) must grow: a write section's token is above
 //    every token of sections begun before it; a read section's token is above
 //    every write section's token begun before it.
