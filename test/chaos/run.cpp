@@ -26,6 +26,7 @@
 #include <fstream>
 #include <iostream>
 #include <random>
+#include <sstream>
 #include <stdexcept>
 #include <thread>
 
@@ -54,6 +55,7 @@ struct run_ctx {
   std::vector<worker_process> workers;
   recorder* rec = nullptr;
   std::mt19937_64 rng;
+  std::string fault;  // the fault in progress, healed by inject_one once it returns
 
   int uniform(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); }
   void sleep_ms(int ms) { std::this_thread::sleep_for(milliseconds(ms)); }
@@ -81,6 +83,23 @@ int servers(run_ctx& r, const std::string& action, const std::string& name) {
   int rc = shell(r, "'" + r.servers_script + "' " + action + " " + name);
   if (rc != 0) r.rec->write("note", "servers", {action, name, "failed", std::to_string(rc)});
   return rc;
+}
+
+// Every fault starts with this record; inject_one writes its `healed` once the
+// fault has restored what it changed (the checker's fault intervals).
+void start_fault(run_ctx& r, const std::string& kind, std::vector<std::string> fields) {
+  r.rec->write("fault", kind, std::move(fields));
+  r.fault = kind;
+}
+
+// SIGSTOP/SIGCONT a server by its pid file, at once: `servers pause` costs a
+// shell, too slow when a pause must fall between a request and its reply.
+void signal_server(run_ctx& r, const std::string& name, int signal) {
+  const char* run_dir = std::getenv("DLOCK_RUN_DIR");
+  std::ifstream in(std::string(run_dir ? run_dir : "") + "/" + name + ".pid");
+  pid_t pid = 0;
+  if (run_dir && (in >> pid) && pid > 0 && ::kill(pid, signal) == 0) return;
+  servers(r, signal == SIGSTOP ? "pause" : "resume", name);
 }
 
 // ZooKeeper's "srvr" four-letter word: is the member on `port` the leader?
@@ -113,7 +132,7 @@ std::string redis_cli(const host_port& m, const std::string& args) {
 
 void zk_member_kill(run_ctx& r) {
   std::string name = "zk" + std::to_string(r.uniform(1, 3));
-  r.rec->write("fault", "member_kill", {name});
+  start_fault(r, "member_kill", {name});
   servers(r, "kill", name);
   r.sleep_ms(r.uniform(500, 3000));
   servers(r, "restart", name);
@@ -123,7 +142,7 @@ void zk_member_pause(run_ctx& r) {
   std::string name = "zk" + std::to_string(r.uniform(1, 3));
   // Longer than two thirds of the session timeout, sometimes longer than all of it.
   int ms = zk_session_timeout_ms * 2 / 3 + r.uniform(100, zk_session_timeout_ms);
-  r.rec->write("fault", "member_pause", {name, std::to_string(ms) + "ms"});
+  start_fault(r, "member_pause", {name, std::to_string(ms) + "ms"});
   servers(r, "pause", name);
   r.sleep_ms(ms);
   servers(r, "resume", name);
@@ -137,7 +156,7 @@ void zk_leader_kill(run_ctx& r) {
     r.rec->write("note", "leader_kill", {"no_leader_found"});
     return;
   }
-  r.rec->write("fault", "leader_kill", {leader});
+  start_fault(r, "leader_kill", {leader});
   servers(r, "kill", leader);
   r.sleep_ms(r.uniform(500, 3000));
   servers(r, "restart", leader);
@@ -149,7 +168,7 @@ void zk_session_expiry(run_ctx& r) {
     if (!w.exited) alive.push_back(&w);
   if (alive.empty()) return;
   auto* victim = alive[static_cast<std::size_t>(r.uniform(0, static_cast<int>(alive.size()) - 1))];
-  r.rec->write("fault", "session_expiry", {victim->name});
+  start_fault(r, "session_expiry", {victim->name});
   ::kill(victim->pid, SIGUSR1);
   r.sleep_ms(zk_session_timeout_ms);
 }
@@ -159,7 +178,7 @@ void zk_session_expiry(run_ctx& r) {
 void zk_connection_cut(run_ctx& r) {
   std::string filter;
   for (const auto& m : r.ensemble) filter += (filter.empty() ? "" : " or ") + std::string("dport = :") + std::to_string(m.port);
-  r.rec->write("fault", "connection_cut", {"all_clients"});
+  start_fault(r, "connection_cut", {"all_clients"});
   if (shell(r, "ss -K -tn state established '( " + filter + " )'") != 0)
     r.rec->write("note", "connection_cut", {"ss_-K_failed"});
   r.sleep_ms(1000);
@@ -171,7 +190,7 @@ bool partition_available() { return std::getenv("DLOCK_CHAOS_PARTITION") != null
 void partition(run_ctx& r, const std::string& name) {
   std::string hook = std::getenv("DLOCK_CHAOS_PARTITION");
   int ms = r.uniform(1000, 2 * zk_session_timeout_ms);
-  r.rec->write("fault", "partition", {name, std::to_string(ms) + "ms"});
+  start_fault(r, "partition", {name, std::to_string(ms) + "ms"});
   if (shell(r, "'" + hook + "' start " + name) != 0) r.rec->write("note", "partition", {"start_failed", name});
   r.sleep_ms(ms);
   if (shell(r, "'" + hook + "' stop " + name) != 0) r.rec->write("note", "partition", {"stop_failed", name});
@@ -189,7 +208,7 @@ const host_port& master_of(run_ctx& r, const std::string& name) {
 void redis_master_stop(run_ctx& r) {
   std::string name = random_master(r);
   int ms = r.uniform(200, 3 * redis_ttl_ms);
-  r.rec->write("fault", "master_stop", {name, std::to_string(ms) + "ms"});
+  start_fault(r, "master_stop", {name, std::to_string(ms) + "ms"});
   servers(r, "pause", name);
   r.sleep_ms(ms);
   servers(r, "resume", name);
@@ -199,7 +218,7 @@ void redis_master_stop(run_ctx& r) {
 // Redlock requires.
 void redis_master_kill(run_ctx& r) {
   std::string name = random_master(r);
-  r.rec->write("fault", "master_kill_restart", {name});
+  start_fault(r, "master_kill_restart", {name});
   servers(r, "kill", name);
   r.sleep_ms(redis_ttl_ms + r.uniform(200, 1500));
   servers(r, "restart", name);
@@ -207,30 +226,252 @@ void redis_master_kill(run_ctx& r) {
 
 void redis_script_flush(run_ctx& r) {
   std::string name = random_master(r);
-  r.rec->write("fault", "script_flush", {name});
+  start_fault(r, "script_flush", {name});
   shell(r, redis_cli(master_of(r, name), "SCRIPT FLUSH"));
 }
 
 // Cuts every client connection of one master while commands are in flight.
 void redis_connection_cut(run_ctx& r) {
   std::string name = random_master(r);
-  r.rec->write("fault", "connection_cut", {name});
+  start_fault(r, "connection_cut", {name});
   shell(r, redis_cli(master_of(r, name), "CLIENT KILL TYPE normal SKIPME yes"));
+}
+
+// --- time as a fault: the client paused ------------------------------------
+
+std::string random_recipe(run_ctx& r) {
+  auto recipes = recipes_of(r.backend);
+  return recipes[static_cast<std::size_t>(r.uniform(0, static_cast<int>(recipes.size()) - 1))];
+}
+
+// Less than `limit` (0.3-0.8 of it) or more (1.2-2.5 times), half the time each.
+int less_or_more_than(run_ctx& r, int limit) {
+  return r.uniform(0, 1) ? r.uniform(limit * 3 / 10, limit * 8 / 10) : r.uniform(limit * 12 / 10, limit * 5 / 2);
+}
+
+std::vector<std::string> servers_of(const run_ctx& r, const std::string& recipe) {
+  if (r.backend == "zk") return {"zk1", "zk2", "zk3"};
+  if (recipe == "lock") return {"redis1"};
+  return {"redis1", "redis2", "redis3", "redis4", "redis5"};
+}
+
+// Contenders are frozen between a request and its reply, for less or for more
+// than the TTL (Redis) or the session timeout (ZooKeeper): the servers they
+// talk to are stopped for 100-300 ms, so what the contenders send meanwhile
+// stays unanswered; the contenders are frozen (SIGSTOP), the servers resume
+// and answer into the frozen contenders' sockets, and the contenders are woken
+// (SIGCONT) after the pause. One contender of a recipe, or all of its
+// contenders (then the lock's holder and its waiters all wake to stale replies).
+void client_pause(run_ctx& r) {
+  auto recipe = random_recipe(r);
+  std::vector<worker_process*> victims;
+  for (auto& w : r.workers)
+    if (!w.exited && w.recipe == recipe) victims.push_back(&w);
+  if (victims.empty()) return;
+  if (r.uniform(0, 2) > 0) victims = {victims[static_cast<std::size_t>(r.uniform(0, static_cast<int>(victims.size()) - 1))]};
+  int ms = less_or_more_than(r, r.backend == "zk" ? zk_session_timeout_ms : redis_ttl_ms);
+  std::vector<std::string> fields = {std::to_string(ms) + "ms"};
+  for (auto* v : victims) fields.push_back(v->name);
+  start_fault(r, "client_pause", fields);
+  auto held = servers_of(r, recipe);
+  for (const auto& name : held) signal_server(r, name, SIGSTOP);
+  r.sleep_ms(r.uniform(100, 300));
+  for (auto* v : victims) ::kill(v->pid, SIGSTOP);
+  for (const auto& name : held) signal_server(r, name, SIGCONT);
+  r.sleep_ms(ms);
+  for (auto* v : victims) ::kill(v->pid, SIGCONT);
+}
+
+// Whether `w` holds its lock now, by the tail of its record file: its last
+// `begin` not yet followed by a `released`.
+bool holds_now(const run_ctx& r, const worker_process& w) {
+  std::ifstream in(r.dir + "/" + w.name + ".log", std::ios::binary);
+  in.seekg(0, std::ios::end);
+  auto size = static_cast<std::streamoff>(in.tellg());
+  in.seekg(std::max<std::streamoff>(0, size - 8192));
+  bool holding = false;
+  for (std::string line; std::getline(in, line);) {
+    record rec;
+    std::string error;
+    if (!parse_record(line, rec, error) || rec.subject != w.recipe) continue;
+    if (rec.kind == "begin") holding = true;
+    if (rec.kind == "released") holding = false;
+  }
+  return holding;
+}
+
+// The late grant (issue #31, reproduction 1), made likely: a lock's holder
+// is frozen, its servers are stopped before its key can expire (so the
+// waiters' SETs queue up there), the waiters are frozen once the key has
+// expired, and the servers resume: the first SET they run takes the free key
+// for a frozen waiter, which reads the reply after its pause, within the TTL
+// or after it (a grant that must be refused). Then everyone wakes. The
+// servers are stopped for less than the command timeout, so the SETs are
+// still awaited.
+void client_pause_grant(run_ctx& r) {
+  auto recipe = random_recipe(r);
+  std::vector<worker_process*> holders, waiters;
+  for (auto& w : r.workers)
+    if (!w.exited && w.recipe == recipe) (holds_now(r, w) ? holders : waiters).push_back(&w);
+  if (holders.empty() || waiters.empty()) {
+    r.rec->write("note", "client_pause_grant", {recipe, "no_holder_and_waiter_found"});
+    return;
+  }
+  int ms = less_or_more_than(r, redis_ttl_ms);
+  std::vector<std::string> fields = {std::to_string(ms) + "ms"};
+  for (auto* v : holders) fields.push_back(v->name);
+  for (auto* v : waiters) fields.push_back(v->name);
+  start_fault(r, "client_pause_grant", fields);
+  auto frozen = std::chrono::steady_clock::now();
+  for (auto* v : holders) ::kill(v->pid, SIGSTOP);
+  r.sleep_ms(r.uniform(redis_ttl_ms * 4 / 10, redis_ttl_ms * 7 / 10));
+  auto held = servers_of(r, recipe);
+  for (const auto& name : held) signal_server(r, name, SIGSTOP);
+  // Its key has expired a TTL after its last extension, which came before it froze.
+  std::this_thread::sleep_until(frozen + milliseconds(redis_ttl_ms + r.uniform(30, 150)));
+  for (auto* v : waiters) ::kill(v->pid, SIGSTOP);
+  for (const auto& name : held) signal_server(r, name, SIGCONT);
+  r.sleep_ms(ms);
+  for (auto* v : waiters) ::kill(v->pid, SIGCONT);
+  for (auto* v : holders) ::kill(v->pid, SIGCONT);
+}
+
+// --- errors from a minority of Redis masters --------------------------------
+
+// The value of one configuration parameter (CONFIG GET answers name, value).
+std::string config_get(const host_port& m, const std::string& parameter) {
+  std::istringstream answer(capture(redis_cli(m, "CONFIG GET " + parameter)));
+  std::string name, value;
+  std::getline(answer, name);
+  std::getline(answer, value);
+  return value;
+}
+
+// One or two masters (a minority of the five, redis1 two times in five).
+std::vector<std::string> minority(run_ctx& r) {
+  std::vector<std::string> names = {random_master(r)};
+  if (r.uniform(0, 1)) {
+    auto other = "redis" + std::to_string(r.uniform(1, 5));
+    if (other != names[0]) names.push_back(other);
+  }
+  return names;
+}
+
+// Writes refused with -OOM: maxmemory 1 byte and no eviction, restored after.
+void redis_master_oom(run_ctx& r) {
+  auto names = minority(r);
+  int ms = r.uniform(300, 3 * redis_ttl_ms);
+  std::vector<std::string> fields = names;
+  fields.push_back(std::to_string(ms) + "ms");
+  start_fault(r, "master_oom", fields);
+  std::vector<std::pair<std::string, std::string>> saved;  // maxmemory, policy
+  for (const auto& name : names) {
+    const auto& m = master_of(r, name);
+    saved.push_back({config_get(m, "maxmemory"), config_get(m, "maxmemory-policy")});
+    shell(r, redis_cli(m, "CONFIG SET maxmemory-policy noeviction"));
+    shell(r, redis_cli(m, "CONFIG SET maxmemory 1"));
+  }
+  r.sleep_ms(ms);
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    const auto& m = master_of(r, names[i]);
+    shell(r, redis_cli(m, "CONFIG SET maxmemory " + (saved[i].first.empty() ? "0" : saved[i].first)));
+    shell(r, redis_cli(m, "CONFIG SET maxmemory-policy " + (saved[i].second.empty() ? "noeviction" : saved[i].second)));
+  }
+}
+
+// Writes refused with -READONLY: the master made a replica of a port where
+// nothing listens (it keeps its data, never syncs), then a master again.
+void redis_master_readonly(run_ctx& r) {
+  auto names = minority(r);
+  int ms = r.uniform(300, 3 * redis_ttl_ms);
+  std::vector<std::string> fields = names;
+  fields.push_back(std::to_string(ms) + "ms");
+  start_fault(r, "master_readonly", fields);
+  for (const auto& name : names) shell(r, redis_cli(master_of(r, name), "REPLICAOF 127.0.0.1 1"));
+  r.sleep_ms(ms);
+  for (const auto& name : names) shell(r, redis_cli(master_of(r, name), "REPLICAOF NO ONE"));
+}
+
+// -BUSY: a script that spins for a while (read-only, so SCRIPT KILL can end
+// it), with the busy threshold (lua-time-limit) lowered from 5 s to 100 ms so
+// that other clients get -BUSY instead of silence; restored after.
+void redis_master_busy(run_ctx& r) {
+  auto name = random_master(r);
+  const auto& m = master_of(r, name);
+  int ms = r.uniform(300, 3 * redis_ttl_ms);
+  start_fault(r, "master_busy", {name, std::to_string(ms) + "ms"});
+  auto threshold = config_get(m, "busy-reply-threshold");
+  shell(r, redis_cli(m, "CONFIG SET busy-reply-threshold 100"));
+  const std::string spin =
+      "local t = redis.call(\"TIME\") local stop = t[1] * 1000000 + t[2] + tonumber(ARGV[1]) * 1000 "
+      "repeat t = redis.call(\"TIME\") until t[1] * 1000000 + t[2] >= stop return 1";
+  shell(r, redis_cli(m, "EVAL '" + spin + "' 0 " + std::to_string(ms)));
+  shell(r, redis_cli(m, "SCRIPT KILL"));  // only if it is still running: NOTBUSY otherwise
+  shell(r, redis_cli(m, "CONFIG SET busy-reply-threshold " + (threshold.empty() ? "5000" : threshold)));
+}
+
+// Script errors (and an EXEC with an error inside): each lock's fencing
+// counter on the master is swapped, in one step, for a hash holding its
+// value, so the INCR of an acquire fails with WRONGTYPE after the SET in the
+// same script or transaction has run; swapped back after, value unchanged
+// (every INCR meanwhile failed).
+void redis_master_script_error(run_ctx& r) {
+  auto names = minority(r);
+  int ms = r.uniform(300, 3 * redis_ttl_ms);
+  std::vector<std::string> fields = names;
+  fields.push_back(std::to_string(ms) + "ms");
+  start_fault(r, "master_script_error", fields);
+  const std::string hide =
+      "local v = redis.call(\"GET\", KEYS[1]) redis.call(\"DEL\", KEYS[1]) "
+      "redis.call(\"HSET\", KEYS[1], \"saved\", v or \"\") return 1";
+  const std::string restore =
+      "local v = redis.call(\"HGET\", KEYS[1], \"saved\") redis.call(\"DEL\", KEYS[1]) "
+      "if v and v ~= \"\" then redis.call(\"SET\", KEYS[1], v) end return 1";
+  auto counters = [&](const std::string& name) {
+    std::vector<std::string> keys = {redis_key(r.run_id, "redlock") + ":fencing"};
+    if (name == "redis1") keys.push_back(redis_key(r.run_id, "lock") + ":fencing");
+    return keys;
+  };
+  for (const auto& name : names)
+    for (const auto& key : counters(name)) shell(r, redis_cli(master_of(r, name), "EVAL '" + hide + "' 1 " + key));
+  r.sleep_ms(ms);
+  for (const auto& name : names)
+    for (const auto& key : counters(name)) shell(r, redis_cli(master_of(r, name), "EVAL '" + restore + "' 1 " + key));
+}
+
+// A master restarted empty (after more than a TTL) while another is frozen:
+// two of five out at once, and the frozen one wakes with its old keys.
+void redis_restart_while_paused(run_ctx& r) {
+  auto killed = random_master(r);
+  std::string paused;
+  do paused = "redis" + std::to_string(r.uniform(1, 5));
+  while (paused == killed);
+  start_fault(r, "master_restart_while_paused", {killed, "paused", paused});
+  signal_server(r, paused, SIGSTOP);
+  servers(r, "kill", killed);
+  r.sleep_ms(redis_ttl_ms + r.uniform(200, 1500));
+  servers(r, "restart", killed);
+  r.sleep_ms(r.uniform(0, 1000));
+  signal_server(r, paused, SIGCONT);
 }
 
 void inject_one(run_ctx& r) {
   using fault = void (*)(run_ctx&);
   std::vector<fault> kinds;
   if (r.backend == "zk")
-    kinds = {zk_member_kill, zk_member_pause, zk_leader_kill, zk_session_expiry, zk_connection_cut};
+    kinds = {zk_member_kill, zk_member_pause, zk_leader_kill, zk_session_expiry, zk_connection_cut, client_pause};
   else
-    kinds = {redis_master_stop, redis_master_kill, redis_script_flush, redis_connection_cut};
+    kinds = {redis_master_stop,  redis_master_kill,     redis_script_flush, redis_connection_cut,
+             client_pause,       client_pause_grant,    redis_master_oom,   redis_master_readonly,
+             redis_master_busy,  redis_master_script_error, redis_restart_while_paused};
   std::size_t choices = kinds.size() + (partition_available() ? 1 : 0);
   auto pick = static_cast<std::size_t>(r.uniform(0, static_cast<int>(choices) - 1));
   if (pick == kinds.size())
     partition(r, r.backend == "zk" ? "zk" + std::to_string(r.uniform(1, 3)) : random_master(r));
   else
     kinds[pick](r);
+  if (!r.fault.empty()) r.rec->write("healed", r.fault);
+  r.fault.clear();
 }
 
 // --- workers ----------------------------------------------------------------
@@ -318,6 +559,16 @@ void restore_servers(run_ctx& r) {
   std::string status = capture("'" + r.servers_script + "' status");
   for (const auto& n : names)
     if (status.find(n + " stopped") != std::string::npos) servers(r, "restart", n);
+  for (auto& w : r.workers)
+    if (!w.exited) ::kill(w.pid, SIGCONT);
+  if (r.backend != "redis") return;
+  // What the error faults change, should one have stopped half way.
+  for (const auto& m : r.masters) {
+    shell(r, redis_cli(m, "SCRIPT KILL"));
+    shell(r, redis_cli(m, "REPLICAOF NO ONE"));
+    shell(r, redis_cli(m, "CONFIG SET maxmemory 0"));
+    shell(r, redis_cli(m, "CONFIG SET busy-reply-threshold 5000"));
+  }
 }
 
 // --- the end: orphans and what is left in the queue ---------------------------
@@ -443,6 +694,8 @@ int check_main(const std::vector<std::string>& dirs) {
     }
     std::cout << "VIOLATION " << v.backend << ": " << v.what << "\n";
   }
+  for (const auto& [backend, fig] : rep.backends)
+    if (!fig.longest_free_wait_where.empty()) std::cout << "longest free wait on " << fig.longest_free_wait_where << "\n";
   for (const auto& [backend, fig] : rep.backends) {
     std::size_t count = 0;
     for (const auto& v : rep.violations) count += v.backend == backend;

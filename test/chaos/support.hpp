@@ -45,10 +45,6 @@ struct host_port {
 };
 std::vector<host_port> parse_hosts(const std::string& list);
 
-/// The session timeout the ZooKeeper contenders ask for, and the Redis TTL.
-constexpr int zk_session_timeout_ms = 4000;
-constexpr int redis_ttl_ms = 1000;
-
 /// Recipes per backend, each run by `processes_per_recipe` worker processes.
 std::vector<std::string> recipes_of(const std::string& backend);
 constexpr int processes_per_recipe = 3;

@@ -82,20 +82,24 @@ struct lock_probe {
   std::function<std::int64_t()> token;           // fencing token, 0 for none
   std::function<milliseconds()> validity;        // empty for locks without validity
   std::function<dlock::lock_loss&()> loss;
+  bool began = false;  // the body ran since the last acquire
 };
 
 // The critical section: a few steps of "work", each a point where a loss
 // cancels it. Records begin, validity deadlines, loss or end.
 asio::awaitable<void> section_steps(worker_ctx* c, lock_probe* p) {
   auto& rec = *c->rec;
-  auto record_validity = [c, p] {
+  auto record_validity = [c, p](nanos now) {
     if (!p->validity) return;
-    auto now = now_ns();
     auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(p->validity()).count();
     c->rec->write("valid", p->name, {std::to_string(now + left)}, now);
   };
-  rec.write("begin", p->name, {p->write ? "w" : "r", std::to_string(p->token ? p->token() : 0)});
-  record_validity();
+  // The begin and the validity it was granted with share one instant: a grant
+  // with no validity left has its deadline at its begin (a late grant).
+  p->began = true;
+  auto start = now_ns();
+  rec.write("begin", p->name, {p->write ? "w" : "r", std::to_string(p->token ? p->token() : 0)}, start);
+  record_validity(start);
   bool redis = c->backend == "redis";
   int steps = std::uniform_int_distribution<int>(1, redis ? 8 : 5)(c->rng);
   for (int i = 0; i < steps; ++i) {
@@ -105,7 +109,7 @@ asio::awaitable<void> section_steps(worker_ctx* c, lock_probe* p) {
       rec.write("end", p->name, {"validity_gone"});
       co_return;
     }
-    record_validity();
+    record_validity(now_ns());
   }
   rec.write("end", p->name);
 }
@@ -131,6 +135,8 @@ template <class Lock>
 asio::awaitable<void> contend(worker_ctx* c, Lock* lock, lock_probe* probe) {
   auto body = [c, probe] { return section_body(c, probe); };
   std::string failure;  // how with_lock failed: after the body, a release that told of the loss
+  probe->began = false;
+  c->rec->write("acquire", probe->name);  // waits from here until its begin (the stuck-waiter rule)
   try {
     co_await dlock::with_lock(*lock, body);
   } catch (const boost::system::system_error& e) {
@@ -140,6 +146,8 @@ asio::awaitable<void> contend(worker_ctx* c, Lock* lock, lock_probe* probe) {
   // The hold is over (released, or the release failed): the next holder may be anyone.
   if (failure.empty()) c->rec->write("released", probe->name);
   else c->rec->write("released", probe->name, {failure});
+  // An acquire that failed while stopping: this contender wants the lock no more.
+  if (!probe->began && c->stopping) c->rec->write("gave_up", probe->name, {failure.empty() ? "stopping" : failure});
 }
 
 struct election_lock {
@@ -276,6 +284,7 @@ redis::options redis_options(const host_port& master) {
   o.port = master.port;
   o.command_timeout = 1000ms;
   o.connect_timeout = 1000ms;
+  o.reconnect_max = milliseconds(redis_reconnect_max_ms);  // the stuck-waiter bound counts on it
   return o;
 }
 

@@ -135,6 +135,130 @@ BOOST_AUTO_TEST_CASE(a_section_ends_at_its_validity_deadline) {
   BOOST_TEST(bad.backends["redis"].overlaps == 1u);
 }
 
+BOOST_AUTO_TEST_CASE(a_section_begun_after_its_own_validity_ended_is_a_late_grant) {
+  // Reproduction 1 of issue #31: a paused its acquire past the TTL and was granted anyway (its
+  // validity 0 at its begin); the key had expired on the server, and b acquired it next. The old
+  // rule ended a's section at its deadline, its begin: an empty section that overlaps nothing
+  // that begins after it, so the run was clean.
+  auto late = analyse(parse({"redis begin k a 500 w 0", "redis valid k a 500 500", "redis begin k b 550 w 0",
+                             "redis valid k b 550 1500", "redis end k a 600", "redis end k b 800"}),
+                      {"redis"});
+  BOOST_TEST(!late.ok());
+  BOOST_TEST(late.backends["redis"].late_grants == 1u);
+  BOOST_TEST(late.backends["redis"].overlaps == 0u);
+  BOOST_REQUIRE(late.violations.size() == 1u);
+  BOOST_TEST(late.violations[0].what.find("late grant on k") != std::string::npos);
+  auto line = summary_line("redis", late.backends["redis"], late.violations.size());
+  BOOST_TEST(line.find("late_grants=1") != std::string::npos);
+  // While another holder's section runs, it is an overlap as well (the old rule saw that one).
+  auto during = analyse(parse({"redis begin k b 100 w 0", "redis valid k b 100 900", "redis begin k a 500 w 0",
+                               "redis valid k a 500 500", "redis end k a 600", "redis end k b 800"}),
+                        {"redis"});
+  BOOST_TEST(during.backends["redis"].late_grants == 1u);
+  BOOST_TEST(during.backends["redis"].overlaps == 1u);
+  // A deadline already past at the begin: late too, alone, whatever later deadlines say.
+  auto past = analyse(parse({"redis begin k a 500 w 0", "redis valid k a 500 450", "redis valid k a 520 900",
+                             "redis end k a 600"}),
+                      {"redis"});
+  BOOST_TEST(past.backends["redis"].late_grants == 1u);
+  BOOST_TEST(!past.ok());
+  // One nanosecond of validity left at the begin: a grant in time.
+  auto in_time = analyse(parse({"redis begin k a 500 w 0", "redis valid k a 500 501", "redis end k a 501"}),
+                         {"redis"});
+  BOOST_TEST(in_time.ok());
+  BOOST_TEST(in_time.backends["redis"].late_grants == 0u);
+}
+
+namespace {
+// Seconds in the records' nanoseconds, for the liveness cases.
+std::string s(double seconds) { return std::to_string(static_cast<long long>(seconds * 1e9)); }
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_waiter_that_sleeps_through_a_free_lock_is_stuck) {
+  // a holds until 1 s; b waits from 0.5 s and begins only at 20 s: the lock was free 19 s (bound 8 s).
+  const std::vector<std::string> stuck = {"zk begin /l a " + s(0) + " w 5", "zk acquire /l b " + s(0.5),
+                                          "zk end /l a " + s(0.9),  "zk released /l a " + s(1),
+                                          "zk begin /l b " + s(20) + " w 6", "zk end /l b " + s(21)};
+  auto rep = analyse(parse(stuck));
+  BOOST_TEST(!rep.ok());
+  BOOST_TEST(rep.backends["zk"].stuck_waiters == 1u);
+  BOOST_TEST(rep.backends["zk"].waits == 1u);
+  BOOST_REQUIRE(rep.violations.size() == 1u);
+  BOOST_TEST(rep.violations[0].what.find("stuck waiter on /l: b") != std::string::npos);
+  auto line = summary_line("zk", rep.backends["zk"], rep.violations.size());
+  BOOST_TEST(line.find("stuck_waiters=1/1") != std::string::npos);
+
+  // Its acquire failing and starting again does not end the wait.
+  auto retried = stuck;
+  retried.push_back("zk acquire /l b " + s(4));
+  retried.push_back("zk released /l b " + s(3.9) + " connection_loss");
+  BOOST_TEST(analyse(parse(retried)).backends["zk"].stuck_waiters == 1u);
+
+  // A wait never answered ends at the worker's last record.
+  auto never = analyse(parse({"zk begin /l a " + s(0) + " w 5", "zk acquire /l b " + s(0.5),
+                              "zk released /l a " + s(1), "zk note mutex b " + s(30) + " worker_exit 0"}));
+  BOOST_TEST(never.backends["zk"].stuck_waiters == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(a_wait_while_the_lock_is_held_or_the_servers_are_faulty_is_not_stuck) {
+  // c holds from 5 s to 13 s: the free stretches inside b's wait are 4 s and 7 s, each within the bound.
+  auto held = analyse(parse({"zk begin /l a " + s(0) + " w 5", "zk acquire /l b " + s(0.5),
+                             "zk released /l a " + s(1), "zk begin /l c " + s(5) + " w 6",
+                             "zk released /l c " + s(13), "zk begin /l b " + s(20) + " w 7"}));
+  BOOST_TEST(held.ok());
+  BOOST_TEST(held.backends["zk"].stuck_waiters == 0u);
+  // A fault from 2 s to 14 s: its time does not count (7 s outside it).
+  auto faulty = analyse(parse({"zk begin /l a " + s(0) + " w 5", "zk acquire /l b " + s(0.5),
+                               "zk released /l a " + s(1), "zk fault member_kill - " + s(2) + " zk1",
+                               "zk healed member_kill - " + s(14), "zk begin /l b " + s(20) + " w 7"}));
+  BOOST_TEST(faulty.ok());
+  BOOST_TEST(faulty.backends["zk"].faults["member_kill"] == 1u);
+  BOOST_TEST(faulty.backends["zk"].longest_free_wait == 7'000'000'000);
+  BOOST_TEST(faulty.backends["zk"].longest_free_wait_where.find("/l: b waited from 500000000") == 0u);
+  // The clock pauses during a fault, it does not start again: two stretches of 5 s outside faults.
+  auto paused_clock = analyse(parse({"zk begin /l a " + s(0) + " w 5", "zk acquire /l b " + s(1),
+                                     "zk released /l a " + s(1), "zk fault member_kill - " + s(6) + " zk1",
+                                     "zk healed member_kill - " + s(8), "zk begin /l b " + s(13) + " w 7"}));
+  BOOST_TEST(paused_clock.backends["zk"].stuck_waiters == 1u);
+  // A waiter that gave up (the worker stopping) waits no more.
+  auto gave_up = analyse(parse({"zk begin /l a " + s(0) + " w 5", "zk acquire /l b " + s(0.5),
+                                "zk released /l a " + s(1), "zk gave_up /l b " + s(5) + " operation_aborted",
+                                "zk note mutex b " + s(30) + " worker_exit 0"}));
+  BOOST_TEST(gave_up.ok());
+  // Redis has a bound of its own (5 s): 6 s free is stuck.
+  auto redis = analyse(parse({"redis begin k a " + s(0) + " w 0", "redis acquire k b " + s(0.5),
+                              "redis released k a " + s(1), "redis begin k b " + s(7) + " w 0"}),
+                       {"redis"});
+  BOOST_TEST(redis.backends["redis"].stuck_waiters == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(a_frozen_holder_without_validity_is_a_paused_overlap_only_with_a_larger_later_token) {
+  // a's process is frozen at 120 (client_pause names it), its session expires, b begins with a
+  // larger token, a is told when it wakes: counted apart.
+  auto paused = analyse(parse({"zk begin /l a 100 w 5", "zk fault client_pause - 120 6000ms a",
+                               "zk begin /l b 150 w 6", "zk healed client_pause - 170",
+                               "zk lost /l a 180 session_expired", "zk end /l b 300"}));
+  BOOST_TEST(paused.ok());
+  BOOST_TEST(paused.backends["zk"].overlaps_paused == 1u);
+  BOOST_TEST(paused.backends["zk"].faults["client_pause"] == 1u);
+  // A smaller later token, another worker frozen, or a holder with a validity deadline
+  // (it must stop at its deadline, frozen or not): violations.
+  const std::vector<std::vector<std::string>> violating = {
+      {"zk begin /l a 100 w 7", "zk fault client_pause - 120 6000ms a", "zk begin /l b 150 w 6",
+       "zk lost /l a 180 session_expired", "zk end /l b 300"},
+      {"zk begin /l a 100 w 5", "zk fault client_pause - 120 6000ms c", "zk begin /l b 150 w 6",
+       "zk lost /l a 180 session_expired", "zk end /l b 300"},
+      {"zk begin /l a 100 w 5", "zk valid /l a 100 400", "zk fault client_pause - 120 6000ms a",
+       "zk begin /l b 150 w 6", "zk lost /l a 180 expired", "zk end /l b 300"},
+  };
+  for (const auto& lines : violating) {
+    auto rep = analyse(parse(lines));
+    BOOST_TEST(!rep.ok());
+    BOOST_TEST(rep.backends["zk"].overlaps == 1u);
+    BOOST_TEST(rep.backends["zk"].overlaps_paused == 0u);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(readers_may_overlap_each_other_but_not_a_writer) {
   auto readers = analyse(parse({"zk begin /rw a 100 r 5", "zk begin /rw b 110 r 6", "zk end /rw a 200",
                                 "zk end /rw b 210"}));
