@@ -60,6 +60,9 @@ client::~client() {
 }
 
 client detail::borrow_session(const client& owner) { return client(owner.impl_, client::borrowed_t{}); }
+bool detail::session_vouched_for(const client& owner) {
+  return owner.impl_->vouched_for(std::chrono::steady_clock::now());
+}
 
 client::executor_type client::get_executor() const noexcept { return impl_->strand(); }
 session_state client::state() const noexcept { return impl_->state(); }

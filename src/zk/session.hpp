@@ -68,6 +68,11 @@ class session : public std::enable_shared_from_this<session> {
     orphans_.push_back({std::move(path), unique_name});
   }
   void watch_event_delivered() noexcept { watch_events_.fetch_add(1, std::memory_order_relaxed); }
+  /// The servers cannot have expired the session by `now`: it is before
+  /// the earliest expiry the client can bound (session_fsm.hpp).
+  bool vouched_for(std::chrono::steady_clock::time_point now) const noexcept {
+    return now < expiry_.lost_at(negotiated_timeout());
+  }
 
   // --- any thread ---
   session_state state() const noexcept { return static_cast<session_state>(state_.load()); }

@@ -55,6 +55,10 @@ namespace detail {
 /// Background work (a release retried after a loss) holds one, so it meets a
 /// closed session, never freed memory, once the user's client is gone.
 client borrow_session(const client& owner);
+/// For dlock's recipes, on the client's strand: the servers cannot have
+/// expired the session yet (the client heard from them within the session
+/// timeout, less a margin). A grant decided later is not trusted.
+bool session_vouched_for(const client& owner);
 }  // namespace detail
 
 /// One ZooKeeper session (re-opened after expiry if the options say so).
@@ -341,6 +345,7 @@ class client {
   auto children_impl(std::string path, watch* w, Token&& token);
 
   friend client detail::borrow_session(const client& owner);
+  friend bool detail::session_vouched_for(const client& owner);
   struct borrowed_t {};
   client(detail::session_ptr session, borrowed_t) noexcept : impl_(std::move(session)), owner_(false) {}
 

@@ -87,7 +87,10 @@ class mutex {
   /// `dlock::error::in_progress` (an acquire of this object is running),
   /// `dlock::error::invalid_argument` (bad path, nothing sent),
   /// `dlock::error::closed` (the client is closed), `zk::error::session_expired`
-  /// (while waiting), or the last ZooKeeper error once retries run out.
+  /// (while waiting), `dlock::error::expired` (the grant was read when the
+  /// servers may already have expired the session, e.g. the event loop was
+  /// blocked past the session timeout: not held, our node is removed), or
+  /// the last ZooKeeper error once retries run out.
   /// @par Lifetime
   /// The object may be destroyed while the operation runs: it then completes
   /// with `operation_aborted` and leaves no node. The client may be destroyed

@@ -221,8 +221,19 @@ class acquire_shell final : public acquire_op_base {
   void finish() {
     auto ec = machine_->result();
     if (ec && restarts_after(ec)) return await_new_session(ec);
-    if (!ec && !completed()) core_->on_acquired(machine_->own_path(), machine_->fencing_token(), owner_);
+    if (!ec && !completed()) {
+      // Decided when the session can no longer vouch for our node (the
+      // client paused past the session timeout, say): not a hold.
+      if (auto doubt = core_->grant_doubt(owner_)) return give_back(doubt);
+      core_->on_acquired(machine_->own_path(), machine_->fencing_token(), owner_);
+    }
     complete(ec);
+  }
+
+  // Our node, if it still exists, goes in the background (ownership checked).
+  void give_back(error_code why) {
+    start_node_removal(core_, {machine_->own_path(), machine_->fencing_token(), owner_}, {}, {});
+    complete(why);
   }
 
   // lock_options::restart_after_expiry (not for the simple lock): the

@@ -106,6 +106,12 @@ class lock_core : public std::enable_shared_from_this<lock_core> {
   bool closed = false;
   asio::cancellation_signal monitor_stop;
 
+  /// Why a grant decided now, for a node of session `owner`, cannot be
+  /// trusted (empty when it can): the session closed, ended or replaced,
+  /// suspended under the standard policy, or silent so long that the
+  /// servers may have expired it (the client paused between a request and
+  /// its reply: `dlock::error::expired`).
+  error_code grant_doubt(std::int64_t owner) const;
   /// The hold began: remember our node (created by session `owner`), arm the
   /// loss signal, watch the session.
   void on_acquired(std::string node, std::int64_t zxid, std::int64_t owner);

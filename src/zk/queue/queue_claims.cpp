@@ -123,6 +123,13 @@ asio::awaitable<std::tuple<error_code, bool, claimed_item>> claim_first(queue_st
       if (read_ec == error::no_node) continue;  // acknowledged by its previous claimant meanwhile
       co_return std::tuple{read_ec ? read_ec : make_error_code(asio::error::operation_aborted), false, claimed_item{}};
     }
+    // Read when the servers may already have expired the session (the
+    // client paused past its timeout): the claim may be gone and the item
+    // another consumer's. Not delivered; the claim is given back.
+    if (!session_vouched_for(*q->zk)) {
+      co_await delete_on_session(*q->zk, q->options.retry, claim, ref.session);
+      co_return std::tuple{make_error_code(dlock::error::expired), false, claimed_item{}};
+    }
     co_return std::tuple{error_code{}, true, claimed_item{std::move(data), name, ref.czxid}};
   }
   bool stop = co_await cancelled();

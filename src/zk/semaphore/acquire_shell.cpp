@@ -232,7 +232,14 @@ class acquire_shell final : public semaphore_acquire, public std::enable_shared_
 
   void finish() {
     auto ec = machine_.result();
-    if (!ec && !op_.done()) core_->on_acquired(machine_.nodes());
+    if (!ec && !op_.done()) {
+      // Decided when the session can no longer vouch for the leases: not held.
+      if (auto doubt = core_->grant_doubt(machine_.nodes())) {
+        core_->remove(machine_.nodes(), {}, {});
+        return complete(doubt);
+      }
+      core_->on_acquired(machine_.nodes());
+    }
     complete(ec);
   }
 
