@@ -155,7 +155,6 @@ error_code lock_core::grant_doubt(std::int64_t owner) const {
   auto now = zk.state();
   if (now == session_state::closed) return dlock::error::closed;
   if (now == session_state::lost || zk.session_id() != owner) return zk::error::session_expired;
-  if (now == session_state::suspended && options.policy == loss_policy::standard) return zk::error::connection_loss;
   if (!session_vouched_for(zk)) return dlock::error::expired;
   return {};
 }

@@ -155,7 +155,6 @@ error_code semaphore_core::grant_doubt(const std::vector<lease_node>& nodes) con
   if (now == session_state::closed) return dlock::error::closed;
   if (now == session_state::lost || (!nodes.empty() && zk.session_id() != nodes.front().owner))
     return zk::error::session_expired;
-  if (now == session_state::suspended && options.policy == loss_policy::standard) return zk::error::connection_loss;
   if (!session_vouched_for(zk)) return dlock::error::expired;
   return {};
 }
