@@ -441,16 +441,22 @@ asio::awaitable<void> redlock_scenario(std::vector<std::unique_ptr<redis_proxy>>
   if (!acquired) {
     BOOST_TEST(lock.held());
     auto n = co_await holders(direct, key, token);
-    BOOST_TEST(n >= masters / 2 + 1, "acquire succeeded but only " << n << " masters hold our token");
+    // The stall hits one master's command: the others' yes may decide the
+    // round before it begins, and the keys expire during it. The holder's
+    // own validity then says so; that is all a paused client can be told.
+    auto ran_out_in_a_stall = [&] { return p.step > 0 && p.kind == fault::stall && lock.validity().count() == 0; };
+    BOOST_TEST((n >= masters / 2 + 1 || ran_out_in_a_stall()),
+               "acquire succeeded but only " << n << " masters hold our token");
     auto [second] = co_await other.try_acquire(with_ec);
-    BOOST_TEST(bool(second), "a second Redlock's try_acquire succeeded while we hold");
+    BOOST_TEST((bool(second) || ran_out_in_a_stall()), "a second Redlock's try_acquire succeeded while we hold");
     if (!second) co_await other.release(with_ec);
 
     for (auto& c : conns) co_await settle(*c);
     auto [extended] = co_await lock.extend(ttl, with_ec);
     if (!extended) {
       auto m = co_await holders(direct, key, token);
-      BOOST_TEST(m >= masters / 2 + 1, "extend succeeded but only " << m << " masters hold our token");
+      BOOST_TEST((m >= masters / 2 + 1 || ran_out_in_a_stall()),
+                 "extend succeeded but only " << m << " masters hold our token");
     } else {
       BOOST_TEST(!lock.held(), "extend failed (" << extended.message() << ") but held() is true");
       expect_truthful(extended, redlock_error(extended), "extend");
