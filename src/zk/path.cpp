@@ -2,6 +2,8 @@
 
 #include <dlock/error.hpp>
 
+#include <algorithm>
+
 namespace dlock::zk {
 
 namespace {
@@ -35,6 +37,39 @@ bool refused_by_server(long cp) noexcept {
   return cp < 0x20 || (cp >= 0x7f && cp <= 0x9f) || (cp >= 0xd800 && cp <= 0xf8ff) || cp >= 0xfff0;
 }
 
+// What the server would refuse among the characters after the leading '/'.
+std::string_view character_problem(std::string_view rest) noexcept {
+  // Printable ASCII, nearly every path: one tight pass, no decoding.
+  bool printable = true;
+  for (char ch : rest) printable &= static_cast<unsigned char>(ch) - 0x20u < 0x5fu;
+  if (printable) return {};
+  for (std::size_t i = 0, size = 1; i < rest.size(); i += size) {
+    auto c = static_cast<unsigned char>(rest[i]);
+    if (c == 0) return "the path contains a NUL character";
+    if (c < 0x20 || c == 0x7f) return "the path contains a control character";
+    if (decode_utf8(rest, i, size) < 0) return "the path is not valid UTF-8";
+  }
+  for (std::size_t i = 0, size = 1; i < rest.size(); i += size)
+    if (refused_by_server(decode_utf8(rest, i, size)))
+      return "the path contains a character ZooKeeper refuses (a control, a surrogate "
+             "or a character beyond U+FFFF, U+E000-U+F8FF, U+FFF0-U+FFFF)";
+  return {};
+}
+
+// An empty, "." or ".." component; a sequential path's last one may be empty
+// (the server appends the sequence number).
+std::string_view component_problem(std::string_view path, bool sequential) noexcept {
+  for (std::size_t start = 1; start <= path.size();) {
+    auto end = std::min(path.find('/', start), path.size());
+    auto component = path.substr(start, end - start);
+    bool last = end == path.size();
+    if (component.empty() && !(last && sequential)) return "the path contains an empty component (\"//\")";
+    if (component == "." || component == "..") return "the path contains a \".\" or \"..\" component";
+    start = end + 1;
+  }
+  return {};
+}
+
 }  // namespace
 
 std::string_view path_problem(std::string_view path, bool sequential) noexcept {
@@ -42,26 +77,8 @@ std::string_view path_problem(std::string_view path, bool sequential) noexcept {
   if (path.front() != '/') return "the path does not start with '/'";
   if (path.size() == 1) return {};
   if (path.back() == '/' && !sequential) return "the path ends with '/'";
-  std::size_t start = 1;  // first character of the current component
-  for (std::size_t i = 1, size = 1; i <= path.size(); i += size) {
-    size = 1;
-    if (i < path.size()) {
-      auto c = static_cast<unsigned char>(path[i]);
-      if (c == 0) return "the path contains a NUL character";
-      if (c < 0x20 || c == 0x7f) return "the path contains a control character";
-      long cp = decode_utf8(path, i, size);
-      if (cp < 0) return "the path is not valid UTF-8";
-      if (refused_by_server(cp)) return "the path contains a character ZooKeeper refuses (a control, a surrogate "
-                                        "or a character beyond U+FFFF, U+E000-U+F8FF, U+FFF0-U+FFFF)";
-      if (c != '/') continue;
-    }
-    std::string_view component = path.substr(start, i - start);
-    bool last = i == path.size();
-    if (component.empty() && !(last && sequential)) return "the path contains an empty component (\"//\")";
-    if (component == "." || component == "..") return "the path contains a \".\" or \"..\" component";
-    start = i + 1;
-  }
-  return {};
+  if (auto problem = character_problem(path.substr(1)); !problem.empty()) return problem;
+  return component_problem(path, sequential);
 }
 
 error_code validate_path(std::string_view path, bool sequential) noexcept {
