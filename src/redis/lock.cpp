@@ -152,7 +152,7 @@ void basic_hold::start_extend(std::chrono::milliseconds ttl, handler_type handle
 asio::any_io_executor basic_hold::get_executor() const noexcept { return state_->executor; }
 // A lost hold is not held, although release() is still to be called (it
 // deletes the key if it is still ours and reports the loss).
-bool basic_hold::held() const noexcept { return state_->hold.held(); }
+bool basic_hold::held() const noexcept { return state_->hold.held_and_valid(); }
 std::chrono::milliseconds basic_hold::validity() const noexcept { return state_->hold.validity(); }
 const std::string& basic_hold::token() const noexcept { return state_->hold.token(); }
 const std::string& basic_hold::key() const noexcept { return state_->commands.key; }

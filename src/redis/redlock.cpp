@@ -219,7 +219,7 @@ void redlock::start_extend(std::chrono::milliseconds ttl, handler0 handler) {
   });
 }
 
-bool redlock::held() const noexcept { return impl_->hold.held(); }
+bool redlock::held() const noexcept { return impl_->hold.held_and_valid(); }
 std::int64_t redlock::fencing_token() const noexcept { return impl_->hold.fencing_token(); }
 
 std::chrono::milliseconds redlock::validity() const noexcept {

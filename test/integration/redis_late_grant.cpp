@@ -251,9 +251,40 @@ asio::awaitable<void> ttl_inside_the_drift_is_refused(asio::any_io_executor ex) 
   BOOST_TEST((!ec || ec == dlock::error::expired), ec.message());
 }
 
+// held() is never true with validity() at zero: the loop blocked past the
+// ttl right after the grant, so the validity watch has not run yet (and the
+// loss has not fired) when held() is read. Before, held() was still true.
+template <class Lock>
+asio::awaitable<void> held_ends_with_the_validity(Lock& l) {
+  BOOST_REQUIRE(!co_await try_acquire(l));
+  BOOST_TEST(l.held());
+  std::this_thread::sleep_for(ttl + 20ms);  // the loop blocked: no handler runs
+  BOOST_TEST(l.validity() == 0ms);
+  BOOST_TEST(!l.held());
+  BOOST_TEST(!l.loss().lost());
+  asio::steady_timer wait(co_await asio::this_coro::executor, 50ms);
+  co_await wait.async_wait(asio::deferred);
+  BOOST_TEST(l.loss().lost());  // then told, as before
+  BOOST_TEST(!l.held());
+}
+
+asio::awaitable<void> held_ends_with_the_validity_of_each(asio::any_io_executor ex) {
+  redis::connection c(ex, master_options());
+  co_await c.connect(asio::use_awaitable);
+  redis::lock l(c, dlock::test::unique_name("held-validity-lock"), lock_options(false));
+  co_await held_ends_with_the_validity(l);
+  redis::semaphore s(c, dlock::test::unique_name("held-validity-semaphore"), 2, semaphore_options());
+  co_await held_ends_with_the_validity(s);
+  c.close();
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(redis_late_grant)
+
+BOOST_AUTO_TEST_CASE(held_is_never_true_once_the_validity_ran_out) {
+  redis_test::run(&held_ends_with_the_validity_of_each);
+}
 
 BOOST_AUTO_TEST_CASE(a_lock_decided_after_its_ttl_is_expired_not_held) {
   run_holder<redis::lock>(kind::lock, false);

@@ -158,8 +158,9 @@ class basic_hold {
 
   /// The connection's executor, on which the hold runs.
   asio::any_io_executor get_executor() const noexcept;
-  /// True from a successful acquire until release or loss (from the moment
-  /// the loss is known: `loss()` has fired). Any thread.
+  /// True from a successful acquire until release, loss (from the moment the
+  /// loss is known: `loss()` has fired) or the validity running out, whichever
+  /// comes first: never true with `validity()` at zero. Any thread.
   bool held() const noexcept;
   /// Time left before the hold may expire on the server (0 when not held,
   /// lost, or past the end).

@@ -256,9 +256,10 @@ class redlock {
         token, ttl);
   }
 
-  /// True between a successful `acquire()` and `release()` or loss. Like
+  /// True between a successful `acquire()` and `release()`, loss or the
+  /// validity running out: never true with `validity()` at zero. Like
   /// `loss()`, usable from any thread; the other getters of a changing state
-  /// (`validity()`, `last_outcomes()`) are read on `get_executor()`.
+  /// (`last_outcomes()`) are read on `get_executor()`.
   bool held() const noexcept;
   /// Time the lock is still safe to use: ttl - (now - time the last SET or
   /// extend was sent) - drift. Zero when not held.

@@ -77,7 +77,7 @@ void hold::end(asio::any_completion_handler<void(error_code)> then) {
 // going on right now, unseen.
 std::chrono::milliseconds hold::validity() const noexcept {
   if (phase_ != phase::held) return std::chrono::milliseconds(0);
-  auto end = valid_until_;
+  auto end = valid_until_.load();
   if (stall_) end -= std::chrono::duration_cast<steady_time::duration>(stall_->margin());
   return remaining(end, std::chrono::steady_clock::now());
 }
@@ -108,22 +108,23 @@ void hold::subscribe_to_stalls() {
 // look: the hold cannot be trusted, whatever the clock still says.
 void hold::on_stall(std::uint64_t hold_id, std::chrono::nanoseconds lag) {
   if (hold_id != id_ || phase_ != phase::held) return;
-  if (std::chrono::steady_clock::now() + lag >= valid_until_) lose(make_error_code(dlock::error::stalled));
+  if (std::chrono::steady_clock::now() + lag >= valid_until_.load()) lose(make_error_code(dlock::error::stalled));
 }
 
 // Nothing but an extension renews a hold, so its loss is signalled when the
 // validity runs out, whether or not anyone extends it: past that point
 // another client may hold the lock (with_lock then cancels the body).
 void hold::watch_validity() {
-  if (validity_timer_at_ != steady_time{} && validity_timer_at_ <= valid_until_) return;
-  validity_timer_at_ = valid_until_;
-  validity_timer_.expires_at(valid_until_);
+  auto until = valid_until_.load();
+  if (validity_timer_at_ != steady_time{} && validity_timer_at_ <= until) return;
+  validity_timer_at_ = until;
+  validity_timer_.expires_at(until);
   validity_timer_.async_wait([this, owner = owner_](error_code ec) {
     auto alive = owner.lock();
     if (!alive || ec) return;  // gone, or re-armed for an earlier end
     validity_timer_at_ = steady_time{};
     if (phase_ != phase::held) return;
-    if (std::chrono::steady_clock::now() < valid_until_) return watch_validity();  // a later hold, or extended
+    if (std::chrono::steady_clock::now() < valid_until_.load()) return watch_validity();  // a later hold, or extended
     lose(make_error_code(dlock::error::lost));
   });
 }

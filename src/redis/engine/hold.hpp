@@ -61,7 +61,10 @@ class hold {
 
   phase state() const noexcept { return phase_; }  ///< any thread
   bool held() const noexcept { return phase_ == phase::held; }  ///< any thread
-  /// The validity left now (zero unless held).
+  /// Held with validity left: what the public held() says, so that it is never
+  /// true with validity() at zero, even before the validity watch has run. Any thread.
+  bool held_and_valid() const noexcept { return held() && validity() > std::chrono::milliseconds(0); }
+  /// The validity left now (zero unless held). Any thread.
   std::chrono::milliseconds validity() const noexcept;
   /// What a hold begun now from commands sent at `sent` with `ttl` would
   /// have left (signed: zero or less once it ran out before it began), less
@@ -70,7 +73,7 @@ class hold {
                                               steady_time now) const noexcept;
   /// The lateness the stall monitor saw lately (zero without one).
   std::chrono::milliseconds stall_margin() const noexcept;
-  steady_time valid_until() const noexcept { return valid_until_; }
+  steady_time valid_until() const noexcept { return valid_until_.load(); }
   steady_time acquired() const noexcept { return acquired_; }
   const std::string& token() const noexcept { return token_; }
   /// The fencing token while held, else 0. Any thread.
@@ -96,7 +99,7 @@ class hold {
   std::string token_;
   std::atomic<std::int64_t> fencing_token_{0};  // atomic: read from any thread
   steady_time acquired_{};
-  steady_time valid_until_{};
+  std::atomic<steady_time> valid_until_{};  // atomic: validity() is read from any thread
   std::uint64_t id_ = 0;
   lock_loss loss_;
   auto_extender extender_;
