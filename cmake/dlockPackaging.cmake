@@ -16,6 +16,22 @@ else()
   set(DLOCK_PC_LIBS "-ldlock ${DLOCK_PC_DEPENDENCIES} -pthread")
   set(DLOCK_PC_LIBS_PRIVATE "")
 endif()
+# Relocatable: the prefix is found from dlock.pc's own folder (${pcfiledir}),
+# so `cmake --install build --prefix X` gives a dlock.pc that points into X.
+if(IS_ABSOLUTE "${CMAKE_INSTALL_LIBDIR}")
+  set(DLOCK_PC_PREFIX "${CMAKE_INSTALL_PREFIX}")
+else()
+  file(RELATIVE_PATH pc_to_prefix "/prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/prefix")  # ../.. or ../../..
+  string(REGEX REPLACE "/$" "" pc_to_prefix "${pc_to_prefix}")
+  set(DLOCK_PC_PREFIX "\${pcfiledir}/${pc_to_prefix}")
+endif()
+foreach(dir LIBDIR INCLUDEDIR)
+  if(IS_ABSOLUTE "${CMAKE_INSTALL_${dir}}")
+    set(DLOCK_PC_${dir} "${CMAKE_INSTALL_${dir}}")
+  else()
+    set(DLOCK_PC_${dir} "\${prefix}/${CMAKE_INSTALL_${dir}}")
+  endif()
+endforeach()
 configure_file(${PROJECT_SOURCE_DIR}/cmake/dlock.pc.in ${PROJECT_BINARY_DIR}/dlock.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/dlock.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig COMPONENT dev)
 
@@ -42,7 +58,10 @@ and Redis (single-instance lock, Redlock). This package holds the headers,
 the static library, the CMake package (find_package(dlock CONFIG)) and a
 pkg-config file.")
 # What a program linking libdlock.a needs (the list cmake/dlockDependencies.cmake finds).
-set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS "libboost1.81-dev, libzookeeper-st-dev, libhiredis-dev, libssl-dev")
+# Boost: any version from 1.81 on. Debian 12's libboost-dev is 1.74, so its
+# libboost1.81-dev is named too; Ubuntu 24.04 and Debian 13 have libboost-dev 1.83.
+set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS
+    "libboost-dev (>= 1.81) | libboost1.81-dev | libboost1.83-dev, libzookeeper-st-dev, libhiredis-dev, libssl-dev")
 
 set(CPACK_DEBIAN_TOOL_PACKAGE_NAME dlock)
 set(CPACK_DEBIAN_TOOL_PACKAGE_SECTION utils)

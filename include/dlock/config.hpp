@@ -2,6 +2,8 @@
 /// Names every dlock header uses.
 #pragma once
 
+#include <dlock/detail/require_cxx20.hpp>
+
 #include <boost/asio/deferred.hpp>
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/system/error_code.hpp>

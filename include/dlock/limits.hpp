@@ -2,6 +2,8 @@
 /// Bounds of the inputs dlock accepts (RELIABILITY.md, "What is refused, and why").
 #pragma once
 
+#include <dlock/detail/require_cxx20.hpp>
+
 #include <chrono>
 
 namespace dlock {

@@ -2,6 +2,8 @@
 /// The log hook. dlock never prints; it hands messages to a function you set.
 #pragma once
 
+#include <dlock/detail/require_cxx20.hpp>
+
 #include <functional>
 #include <string_view>
 

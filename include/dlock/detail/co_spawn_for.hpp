@@ -10,6 +10,8 @@
 // has not finished.
 #pragma once
 
+#include <dlock/detail/require_cxx20.hpp>
+
 #include <boost/asio/associator.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>

@@ -1,6 +1,8 @@
 // Whether a completion handler may be invoked in place by dlock.
 #pragma once
 
+#include <dlock/detail/require_cxx20.hpp>
+
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/associated_executor.hpp>
 

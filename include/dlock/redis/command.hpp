@@ -2,6 +2,8 @@
 /// A Redis command, encoded as a RESP array of bulk strings (binary safe).
 #pragma once
 
+#include <dlock/detail/require_cxx20.hpp>
+
 #include <charconv>
 #include <cstdint>
 #include <initializer_list>

@@ -2,6 +2,8 @@
 /// One RESP2 reply: status, error, integer, bulk string, nil or array.
 #pragma once
 
+#include <dlock/detail/require_cxx20.hpp>
+
 #include <cstdint>
 #include <string>
 #include <string_view>

@@ -2,6 +2,8 @@
 /// A Lua script, run by EVAL the first time on a connection, then by EVALSHA.
 #pragma once
 
+#include <dlock/detail/require_cxx20.hpp>
+
 #include <memory>
 #include <string>
 #include <string_view>

@@ -3,6 +3,8 @@
 /// session states, watch events and counters.
 #pragma once
 
+#include <dlock/detail/require_cxx20.hpp>
+
 #include <cstdint>
 #include <string>
 #include <string_view>

@@ -2,6 +2,8 @@
 // (mutex, shared_mutex), decided on by the recipe (src/zk/locks/).
 #pragma once
 
+#include <dlock/detail/require_cxx20.hpp>
+
 namespace dlock::zk::detail {
 
 /// How a contender decides whether it holds the lock.

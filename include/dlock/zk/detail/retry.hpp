@@ -3,6 +3,8 @@
 // src/zk/recipe/retry.hpp.
 #pragma once
 
+#include <dlock/detail/require_cxx20.hpp>
+
 #include <chrono>
 
 namespace dlock::zk::detail {

@@ -1,7 +1,11 @@
 // The bodies of dlock::zk::client's initiating functions (documented in
 // ../client.hpp, which includes this file at its end). Each hands its
 // type-erased handler to a compiled detail::start_* function (src/zk/).
+// Included alone, it includes client.hpp first (which includes it back at its
+// end; #pragma once makes that a no-op).
 #pragma once
+
+#include <dlock/zk/client.hpp>
 
 namespace dlock::zk {
 
