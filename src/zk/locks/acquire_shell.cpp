@@ -8,6 +8,7 @@
 #include <dlock/zk/error.hpp>
 
 #include "simple_lock_recipe.hpp"
+#include "zk/recipe/grant_doubt.hpp"
 
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
@@ -223,8 +224,10 @@ class acquire_shell final : public acquire_op_base {
     if (ec && restarts_after(ec)) return await_new_session(ec);
     if (!ec && !completed()) {
       // Decided when the session can no longer vouch for our node (the
-      // client paused past the session timeout, say): not a hold.
-      if (auto doubt = core_->grant_doubt(owner_)) return give_back(doubt);
+      // client paused past the session timeout, say): not a hold. A grant
+      // while merely suspended is a hold, lost at once under the standard
+      // policy (lock_core::on_acquired): the session may well live on.
+      if (auto doubt = grant_doubt(core_->zk, owner_)) return give_back(doubt);
       core_->on_acquired(machine_->own_path(), machine_->fencing_token(), owner_);
     }
     complete(ec);

@@ -151,14 +151,6 @@ lock_core::lock_core(client& zk_client, std::string lock_path, lock_role lock_ro
   if (options.identifier.empty()) options.identifier = default_identifier();
 }
 
-error_code lock_core::grant_doubt(std::int64_t owner) const {
-  auto now = zk.state();
-  if (now == session_state::closed) return dlock::error::closed;
-  if (now == session_state::lost || zk.session_id() != owner) return zk::error::session_expired;
-  if (!session_vouched_for(zk)) return dlock::error::expired;
-  return {};
-}
-
 void lock_core::on_acquired(std::string node, std::int64_t zxid, std::int64_t owner) {
   own_path = std::move(node);
   czxid = zxid;

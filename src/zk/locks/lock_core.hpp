@@ -106,13 +106,6 @@ class lock_core : public std::enable_shared_from_this<lock_core> {
   bool closed = false;
   asio::cancellation_signal monitor_stop;
 
-  /// Why a grant decided now, for a node of session `owner`, cannot be
-  /// trusted (empty when it can): the session closed, ended or replaced, or
-  /// silent so long that the servers may have expired it (the client paused
-  /// between a request and its reply: `dlock::error::expired`). A grant
-  /// while merely suspended is a hold, lost at once under the standard
-  /// policy (on_acquired): the session may well live on.
-  error_code grant_doubt(std::int64_t owner) const;
   /// The hold began: remember our node (created by session `owner`), arm the
   /// loss signal, watch the session.
   void on_acquired(std::string node, std::int64_t zxid, std::int64_t owner);

@@ -7,6 +7,7 @@
 #include <dlock/zk/mutex.hpp>
 
 #include "detail/op_base.hpp"
+#include "zk/recipe/grant_doubt.hpp"
 #include "zk/recipe/node_names.hpp"
 
 #include <boost/asio/bind_cancellation_slot.hpp>
@@ -234,7 +235,9 @@ class acquire_shell final : public semaphore_acquire, public std::enable_shared_
     auto ec = machine_.result();
     if (!ec && !op_.done()) {
       // Decided when the session can no longer vouch for the leases: not held.
-      if (auto doubt = core_->grant_doubt(machine_.nodes())) {
+      auto& nodes = machine_.nodes();
+      auto owner = nodes.empty() ? std::nullopt : std::optional(nodes.front().owner);
+      if (auto doubt = grant_doubt(core_->zk, owner)) {
         core_->remove(machine_.nodes(), {}, {});
         return complete(doubt);
       }

@@ -150,15 +150,6 @@ semaphore_core::semaphore_core(client& zk_client, std::string semaphore_path, st
                            lock_flavor::sequential, removal_options);
 }
 
-error_code semaphore_core::grant_doubt(const std::vector<lease_node>& nodes) const {
-  auto now = zk.state();
-  if (now == session_state::closed) return dlock::error::closed;
-  if (now == session_state::lost || (!nodes.empty() && zk.session_id() != nodes.front().owner))
-    return zk::error::session_expired;
-  if (!session_vouched_for(zk)) return dlock::error::expired;
-  return {};
-}
-
 void semaphore_core::on_acquired(const std::vector<lease_node>& nodes) {
   bool first = held.empty();
   lost_state = false;

@@ -71,9 +71,6 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
   asio::cancellation_signal monitor_stop;
   std::weak_ptr<semaphore_acquire> current;
 
-  /// Why a grant of `nodes` decided now cannot be trusted (empty when it
-  /// can): as lock_core::grant_doubt.
-  error_code grant_doubt(const std::vector<lease_node>& nodes) const;
   /// An acquire won `nodes`: hold them, arm the loss signal, watch them and the session.
   void on_acquired(const std::vector<lease_node>& nodes);
   /// The lease set is gone for `reason`: tell the holder, keep the nodes for release.
