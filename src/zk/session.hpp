@@ -111,6 +111,10 @@ class session : public std::enable_shared_from_this<session> {
   void stop_driver_waits();
   void arm_read();
   void arm_write();
+  /// Connected, with bytes to send: sends what the socket takes now. True
+  /// when nothing is left to wait for (all sent, or the send failed and a
+  /// step is queued).
+  bool sent_without_waiting();
   void arm_readiness(asio::posix::descriptor_base::wait_type wait, bool session::*armed, int events);
   void arm_timer(std::chrono::steady_clock::duration delay);
   bool socket_is_current() const;

@@ -90,7 +90,7 @@ void session::step() {
     // no data, and keep the buffer, which prime_connection overwrites without
     // freeing (a leak in the C client, 3.8.0 and later).
     if (state != ZOO_CONNECTING_STATE) arm_read();
-    if (interest & ZOOKEEPER_WRITE) arm_write();
+    if ((interest & ZOOKEEPER_WRITE) && !(state == ZOO_CONNECTED_STATE && sent_without_waiting())) arm_write();
   }
   auto delay = std::chrono::seconds(tv.tv_sec) + std::chrono::microseconds(tv.tv_usec);
   // A failed interest call (e.g. no server answered) must not spin.
@@ -174,6 +174,29 @@ void session::arm_read() {
 
 void session::arm_write() {
   arm_readiness(asio::posix::descriptor_base::wait_write, &session::write_armed_, ZOOKEEPER_WRITE);
+}
+
+// A connected socket nearly always takes a request's bytes at once: send them
+// now rather than wait for a write readiness that is already there (each wait
+// costs the reactor an epoll_ctl and a wake-up; the C loop polls once for
+// both). What the socket does not take waits for readiness as before. Only
+// WRITE: the C client reads nothing and runs no completion here (any it
+// did would be posted by the batch).
+bool session::sent_without_waiting() {
+  if (write_armed_) return false;  // a wait is pending already: it will send
+  completion_batch none_expected;
+  int rc, fd = -1, interest = 0;
+  timeval tv{};
+  {
+    c_call_guard guard;
+    rc = zookeeper_process(zh_, ZOOKEEPER_WRITE);
+    if (rc == ZOK) zookeeper_interest(zh_, &fd, &interest, &tv);
+    else if (rc == ZINVALIDSTATE && zoo_state(zh_) < 0) handle_dead_ = true;
+  }
+  after_c_calls();
+  if (rc == ZOK) return !(interest & ZOOKEEPER_WRITE);
+  step_soon();  // the send failed and the C client closed its socket: the next step sees it
+  return true;
 }
 
 // One wait per direction at a time; a wait on a socket copy since replaced
