@@ -211,7 +211,7 @@ asio::awaitable<void> forced_expiry(zk::client& c, std::string hosts, std::strin
 
   // reopen_on_expiry (the default): a fresh session follows, and says so.
   BOOST_TEST((co_await wait_for_state(c, session_state::connected) == session_state::connected));
-  auto state_is = [](session_state s) { return [s](const state_change& c) { return c.state == s; }; };
+  auto state_is = [](session_state s) { return [s](const state_change& change) { return change.state == s; }; };
   auto lost = std::find_if(seen->begin(), seen->end(), state_is(session_state::lost));
   BOOST_TEST((lost != seen->end()), "the expiry was never reported as lost");
   if (lost != seen->end()) {
