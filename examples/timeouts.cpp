@@ -1,10 +1,11 @@
-// Four ways to stop waiting for a lock that someone else holds:
+// Five ways to stop waiting for a lock that someone else holds:
 //   1. try_acquire(): one attempt, `dlock::error::taken` at once;
 //   2. acquire_for(d): the lock's own limit, `dlock::error::timed_out`;
 //   3. any acquire with a cancellation slot that a steady_timer emits on
 //      (Boost 1.81 has no asio::cancel_after): `operation_aborted`;
 //   4. `acquire() || timer` with Asio's awaitable operators: whichever ends
-//      first cancels the other.
+//      first cancels the other;
+//   5. with Boost 1.86 or later, asio::cancel_after: 3. in one token.
 // A cancelled or timed-out acquire leaves no node behind. Errors are read as
 // values with `asio::as_tuple`, so nothing throws. Exits 0 when every wait
 // ended the expected way, and a last acquire succeeds once the holder lets go.
@@ -19,6 +20,10 @@
 #include <boost/asio/detached.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/version.hpp>
+#if BOOST_ASIO_VERSION >= 103100  // Asio 1.31, Boost 1.86
+#include <boost/asio/cancel_after.hpp>
+#endif
 
 #include <cstdio>
 #include <string>
@@ -67,6 +72,14 @@ asio::awaitable<void> with_operator_or(zk::mutex& m) {
          dlock::error::timed_out);
 }
 
+#if BOOST_ASIO_VERSION >= 103100
+// The timer and signal of with_timer_and_signal, in one token.
+asio::awaitable<void> with_cancel_after(zk::mutex& m) {
+  auto [ec] = co_await m.acquire(asio::cancel_after(200ms, asio::as_tuple(asio::deferred)));
+  report("acquire(cancel_after(200ms))", ec, asio::error::operation_aborted);
+}
+#endif
+
 // The holder lets go after `hold`; a patient acquire_for then succeeds.
 asio::awaitable<void> release_later(zk::mutex* holder, std::chrono::milliseconds hold) {
   co_await example::sleep_for(hold);
@@ -86,6 +99,9 @@ asio::awaitable<void> example_main() {
   co_await with_acquire_for(waiter);
   co_await with_timer_and_signal(waiter);
   co_await with_operator_or(waiter);
+#if BOOST_ASIO_VERSION >= 103100
+  co_await with_cancel_after(waiter);
+#endif
 
   asio::co_spawn(executor, release_later(&holder, 100ms), asio::detached);
   auto [ec] = co_await waiter.acquire_for(5s, asio::as_tuple(asio::deferred));

@@ -63,7 +63,8 @@ struct lock_loss::state : std::enable_shared_from_this<lock_loss::state> {
     std::list<waiter> taken;
     {
       std::lock_guard lock(self->mutex);
-      auto it = std::ranges::find(self->waiters, id, &waiter::id);
+      // std::find_if, not std::ranges::find: libc++ 14 has no ranges::find.
+      auto it = std::find_if(self->waiters.begin(), self->waiters.end(), [id](const waiter& w) { return w.id == id; });
       if (it == self->waiters.end()) return;
       taken.splice(taken.end(), self->waiters, it);
     }
@@ -78,7 +79,7 @@ struct lock_loss::state : std::enable_shared_from_this<lock_loss::state> {
     asio::cancellation_type type{};
     {
       std::lock_guard lock(self->mutex);
-      auto it = std::ranges::find(self->emitting, id, &binding::id);
+      auto it = std::find_if(self->emitting.begin(), self->emitting.end(), [id](const binding& b) { return b.id == id; });
       if (it == self->emitting.end()) return;
       signal = it->signal;
       type = it->type;
@@ -95,6 +96,8 @@ struct lock_loss::state : std::enable_shared_from_this<lock_loss::state> {
 };
 
 lock_loss::lock_loss(asio::any_io_executor executor) : state_(std::make_shared<state>(std::move(executor))) {}
+
+asio::any_io_executor lock_loss::get_executor() const noexcept { return state_->executor; }
 
 lock_loss::~lock_loss() {
   std::list<state::waiter> waiters;

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <dlock/config.hpp>
+#include <dlock/detail/initiation.hpp>
 #include <dlock/error.hpp>
 
 #include <boost/asio/any_completion_handler.hpp>
@@ -35,6 +36,9 @@ class lock_loss {
   ~lock_loss();  ///< waiters complete with operation_aborted
   lock_loss(const lock_loss&) = delete;             ///< not copyable
   lock_loss& operator=(const lock_loss&) = delete;  ///< not copyable
+
+  /// The lock's executor (the one given to the constructor).
+  asio::any_io_executor get_executor() const noexcept;
 
   // --- for holders ---
 
@@ -68,7 +72,7 @@ class lock_loss {
   /// completes the wait with `operation_aborted`.
   template <class CompletionToken = default_token>
   auto wait(CompletionToken&& token = {}) {
-    return asio::async_initiate<CompletionToken, void(error_code)>(
+    return dlock::detail::async_initiate_on<CompletionToken, void(error_code)>(get_executor(),
         [this](auto handler) {
           start_wait(asio::any_completion_handler<void(error_code)>(std::move(handler)));
         },

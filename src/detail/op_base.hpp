@@ -196,8 +196,14 @@ class op_base<void(error_code, Args...)> {
   }
 
  private:
+  // A constructor, not an aggregate: the slot's emplace builds it with
+  // parentheses, which clang accepts for aggregates only from 16.
   template <class Executor, class OnCancel>
   struct forwarder {
+    forwarder(Executor where_, OnCancel on_cancel_, forwarding how_, asio::cancellation_type honoured_,
+              asio::cancellation_slot self_)
+        : where(std::move(where_)), on_cancel(std::move(on_cancel_)), how(how_), honoured(honoured_), self(self_) {}
+
     Executor where;
     OnCancel on_cancel;
     forwarding how;

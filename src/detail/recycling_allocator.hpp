@@ -48,8 +48,17 @@ class block_cache {
   std::size_t size_ = 0;
 };
 
+// g++ says a sanitizer is on with __SANITIZE_*__, clang with __has_feature.
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define DLOCK_DETAIL_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define DLOCK_DETAIL_SANITIZED 1
+#endif
+#endif
+#ifdef DLOCK_DETAIL_SANITIZED
 inline constexpr bool recycle_blocks = false;
+#undef DLOCK_DETAIL_SANITIZED
 #else
 inline constexpr bool recycle_blocks = true;
 #endif

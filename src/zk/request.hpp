@@ -113,6 +113,7 @@ inline std::shared_ptr<watch_state> arm(const session_ptr& s, watch* w, const st
   auto& state = watch_access::state(*w);
   if (state) cancel_watch(state);  // re-arming replaces the previous watch
   state = std::make_shared<watch_state>(s, path, c_type);
+  watch_access::executor(*w) = s->strand();
   return state;
 }
 

@@ -108,6 +108,7 @@ watch& watch::operator=(watch&& other) noexcept {
   if (this != &other) {
     detail::cancel_watch(state_);
     state_ = std::move(other.state_);
+    executor_ = std::move(other.executor_);
   }
   return *this;
 }

@@ -11,6 +11,7 @@ namespace dlock::zk::detail {
 
 struct watch_access {
   static std::shared_ptr<watch_state>& state(watch& w) noexcept { return w.state_; }
+  static asio::any_io_executor& executor(watch& w) noexcept { return w.executor_; }
 };
 
 class watch_state : public std::enable_shared_from_this<watch_state> {

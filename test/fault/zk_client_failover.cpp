@@ -211,10 +211,11 @@ asio::awaitable<void> forced_expiry(zk::client& c, std::string hosts, std::strin
 
   // reopen_on_expiry (the default): a fresh session follows, and says so.
   BOOST_TEST((co_await wait_for_state(c, session_state::connected) == session_state::connected));
-  auto lost = std::ranges::find(*seen, session_state::lost, &state_change::state);
+  auto state_is = [](session_state s) { return [s](const state_change& change) { return change.state == s; }; };
+  auto lost = std::find_if(seen->begin(), seen->end(), state_is(session_state::lost));
   BOOST_TEST((lost != seen->end()), "the expiry was never reported as lost");
   if (lost != seen->end()) {
-    BOOST_TEST((std::ranges::find(lost, seen->end(), session_state::connected, &state_change::state) != seen->end()));
+    BOOST_TEST((std::find_if(lost, seen->end(), state_is(session_state::connected)) != seen->end()));
     auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(lost->at - forced_at);
     BOOST_TEST_MESSAGE("lost " << waited.count() << " ms after the first twin (session timeout "
                                << c.negotiated_session_timeout().count() << " ms)");

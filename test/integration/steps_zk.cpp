@@ -145,7 +145,7 @@ asio::awaitable<void> expire_when_fired(zk_cutting_proxy& proxy, int cuts_before
 asio::awaitable<std::vector<std::string>> nodes_of(zk::client& direct, std::string path,
                                                    std::vector<std::int64_t> sessions) {
   std::vector<std::string> found;
-  auto ours = [&](std::int64_t owner) { return owner != 0 && std::ranges::find(sessions, owner) != sessions.end(); };
+  auto ours = [&](std::int64_t owner) { return owner != 0 && std::find(sessions.begin(), sessions.end(), owner) != sessions.end(); };
   auto [ec, st] = co_await direct.exists(path, with_ec);
   if (ec || !st) co_return found;
   if (ours(st->ephemeral_owner)) found.push_back(path);

@@ -267,6 +267,30 @@ asio::awaitable<void> cancel_watches(zk::client& c, std::string base) {
   BOOST_TEST((*cancelled == asio::error::operation_aborted));
   BOOST_TEST(c.stats().watch_events_delivered == delivered + 1);
 
+  // Waiting on it now fails, posted to the strand of the client that armed it:
+  // on this thread, the io_context's (never on one of Asio's own), not inside the call.
+  std::optional<error_code> unarmed;
+  std::thread::id ran_on;
+  idle.wait([&](error_code ec, zk::watch_event) {
+    unarmed = ec;
+    ran_on = std::this_thread::get_id();
+  });
+  BOOST_TEST(!unarmed.has_value());
+  co_await c.exists(base);
+  BOOST_REQUIRE(unarmed.has_value());
+  BOOST_TEST((*unarmed == dlock::error::invalid_argument));
+  BOOST_TEST((ran_on == std::this_thread::get_id()));
+
+  // A watch no client ever armed: the awaiting coroutine's executor; a plain
+  // callback has none, and no client gives one: it runs in place.
+  zk::watch never;
+  auto [e3, ev3] = co_await never.wait(tuple);
+  BOOST_TEST((e3 == dlock::error::invalid_argument));
+  std::optional<error_code> at_once;
+  never.wait([&](error_code ec, zk::watch_event) { at_once = ec; });
+  BOOST_REQUIRE(at_once.has_value());
+  BOOST_TEST((*at_once == dlock::error::invalid_argument));
+
   // Destroying an armed watch removes it too.
   {
     zk::watch scoped;

@@ -69,7 +69,7 @@ inline zk::options zk_options(std::string hosts, std::chrono::milliseconds sessi
 /// coroutine resumed: `lost` can be followed at once by `connected`.
 inline asio::awaitable<zk::session_state> wait_for_any_state(zk::client& c, std::vector<zk::session_state> wanted,
                                                              std::chrono::steady_clock::duration limit = patience) {
-  auto is_wanted = [&wanted](zk::session_state s) { return std::ranges::find(wanted, s) != wanted.end(); };
+  auto is_wanted = [&wanted](zk::session_state s) { return std::find(wanted.begin(), wanted.end(), s) != wanted.end(); };
   asio::steady_timer timer(co_await asio::this_coro::executor, limit);
   for (;;) {
     auto now = c.state();

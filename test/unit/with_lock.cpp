@@ -42,7 +42,7 @@ struct free_lock {
   template <class Token>
   auto acquire(Token&& token) {
     return asio::async_initiate<Token, void(error_code)>(
-        [this](auto handler) { asio::post(asio::append(std::move(handler), error_code{})); }, token);
+        [](auto handler) { asio::post(asio::append(std::move(handler), error_code{})); }, token);
   }
   template <class Token>
   auto release(Token&& token) {

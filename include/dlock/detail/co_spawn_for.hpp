@@ -34,8 +34,13 @@ struct spawned_cancellation {
 
 /// Installed in the caller's slot: forwards a signal to the coroutine's
 /// executor, where the coroutine's signal is emitted.
+/// A constructor, not an aggregate: the slot's emplace builds it with
+/// parentheses, which clang accepts for aggregates only from 16.
 template <class Executor>
 struct forward_to_spawned {
+  forward_to_spawned(Executor ex, std::shared_ptr<spawned_cancellation> shared)
+      : executor(std::move(ex)), cancellation(std::move(shared)) {}
+
   Executor executor;
   std::shared_ptr<spawned_cancellation> cancellation;
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <dlock/config.hpp>
+#include <dlock/detail/initiation.hpp>
 #include <dlock/zk/error.hpp>
 #include <dlock/zk/multi.hpp>
 #include <dlock/zk/options.hpp>

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <dlock/config.hpp>
+#include <dlock/detail/initiation.hpp>
 #include <dlock/lock_loss.hpp>
 #include <dlock/zk/client.hpp>
 #include <dlock/zk/detail/lock_options.hpp>
@@ -111,7 +112,8 @@ class leader_election {
   /// meanwhile (then `dlock::error::closed`).
   template <class CompletionToken = default_token>
   auto leader(CompletionToken&& token = {}) {
-    return asio::async_initiate<CompletionToken, void(error_code, std::optional<std::string>)>(
+    using signature = void(error_code, std::optional<std::string>);
+    return dlock::detail::async_initiate_on<CompletionToken, signature>(get_executor(),
         [](auto h, client zk, std::string path) {
           detail::start_current_leader(std::move(zk), std::move(path),
                                        detail::election_handler<std::optional<std::string>>(std::move(h)));
@@ -139,7 +141,8 @@ class leader_election {
   /// while waiting, or the reads' errors (`closed`, ...).
   template <class CompletionToken = default_token>
   auto observe(std::optional<std::string> last_seen, CompletionToken&& token = {}) {
-    return asio::async_initiate<CompletionToken, void(error_code, std::optional<std::string>)>(
+    using signature = void(error_code, std::optional<std::string>);
+    return dlock::detail::async_initiate_on<CompletionToken, signature>(get_executor(),
         [](auto h, client zk, std::string path, std::optional<std::string> seen) {
           detail::start_observe(std::move(zk), std::move(path), std::move(seen),
                                 detail::election_handler<std::optional<std::string>>(std::move(h)));

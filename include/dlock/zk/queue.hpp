@@ -3,6 +3,7 @@
 #pragma once
 
 #include <dlock/config.hpp>
+#include <dlock/detail/initiation.hpp>
 #include <dlock/observer.hpp>
 #include <dlock/zk/client.hpp>
 #include <dlock/zk/detail/retry.hpp>
@@ -67,6 +68,7 @@ void start_take_claimed(const queue_state_ptr& q, queue_handler<claimed_item> h)
 void start_ack(const queue_state_ptr& q, claimed_item item, queue_handler<> h);
 void start_release_claim(const queue_state_ptr& q, claimed_item item, queue_handler<> h);
 queue_state_ptr make_queue_state(client& zk, std::string path, queue_options options);
+asio::any_io_executor queue_executor(const queue_state& q) noexcept;
 }  // namespace detail
 
 /// A distributed FIFO queue on ZooKeeper.
@@ -114,6 +116,9 @@ class queue {
   queue(const queue&) = delete;
   queue& operator=(const queue&) = delete;
 
+  /// The executor the queue's operations run on (the client's strand).
+  asio::any_io_executor get_executor() const noexcept { return detail::queue_executor(*state_); }
+
   /// Appends an item (creating the queue node and its parents if missing).
   ///
   /// @par Handler signature
@@ -136,7 +141,7 @@ class queue {
   /// while it runs; destroying the client gives `dlock::error::closed`.
   template <class CompletionToken = default_token>
   auto offer(std::string item, CompletionToken&& token = {}) {
-    return asio::async_initiate<CompletionToken, void(error_code, std::string)>(
+    return dlock::detail::async_initiate_on<CompletionToken, void(error_code, std::string)>(get_executor(),
         [](auto h, detail::queue_state_ptr q, std::string data) {
           detail::start_offer(q, std::move(data), detail::queue_handler<std::string>(std::move(h)));
         },
@@ -209,7 +214,7 @@ class queue {
   /// and those of `take()`.
   template <class CompletionToken = default_token>
   auto take_for(std::chrono::steady_clock::duration limit, CompletionToken&& token = {}) {
-    return asio::async_initiate<CompletionToken, void(error_code, std::string)>(
+    return dlock::detail::async_initiate_on<CompletionToken, void(error_code, std::string)>(get_executor(),
         [](auto h, detail::queue_state_ptr q, std::chrono::steady_clock::duration d) {
           detail::start_take_for(q, d, detail::queue_handler<std::string>(std::move(h)));
         },
@@ -297,7 +302,7 @@ class queue {
   /// on connection loss run out (the claim is still ours: ack again).
   template <class CompletionToken = default_token>
   auto ack(claimed_item item, CompletionToken&& token = {}) {
-    return asio::async_initiate<CompletionToken, void(error_code)>(
+    return dlock::detail::async_initiate_on<CompletionToken, void(error_code)>(get_executor(),
         [](auto h, detail::queue_state_ptr q, claimed_item claimed) {
           detail::start_ack(q, std::move(claimed), detail::queue_handler<>(std::move(h)));
         },
@@ -315,7 +320,7 @@ class queue {
   /// As `ack()`: it always runs to the end.
   template <class CompletionToken = default_token>
   auto release(claimed_item item, CompletionToken&& token = {}) {
-    return asio::async_initiate<CompletionToken, void(error_code)>(
+    return dlock::detail::async_initiate_on<CompletionToken, void(error_code)>(get_executor(),
         [](auto h, detail::queue_state_ptr q, claimed_item claimed) {
           detail::start_release_claim(q, std::move(claimed), detail::queue_handler<>(std::move(h)));
         },
@@ -327,7 +332,7 @@ class queue {
   template <class Result, class CompletionToken>
   auto initiate(void (*start)(const detail::queue_state_ptr&, detail::queue_handler<Result>),
                 CompletionToken&& token) {
-    return asio::async_initiate<CompletionToken, void(error_code, Result)>(
+    return dlock::detail::async_initiate_on<CompletionToken, void(error_code, Result)>(get_executor(),
         [](auto h, detail::queue_state_ptr q, decltype(start) s) {
           s(q, detail::queue_handler<Result>(std::move(h)));
         },

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <dlock/config.hpp>
+#include <dlock/detail/initiation.hpp>
 #include <dlock/lock_loss.hpp>
 #include <dlock/lockable.hpp>
 #include <dlock/observer.hpp>
@@ -215,7 +216,7 @@ class semaphore {
   template <class CompletionToken>
   auto initiate(detail::semaphore_mode mode, std::size_t n, std::chrono::steady_clock::duration limit,
                 CompletionToken&& token) {
-    return asio::async_initiate<CompletionToken, void(error_code)>(
+    return dlock::detail::async_initiate_on<CompletionToken, void(error_code)>(get_executor(),
         [](auto handler, detail::semaphore_core_ptr core, detail::semaphore_mode m, std::size_t count,
            std::chrono::steady_clock::duration l) {
           detail::start_semaphore_acquire(core, m, count, l, detail::semaphore_handler(std::move(handler)));
@@ -224,7 +225,7 @@ class semaphore {
   }
   template <class CompletionToken>
   auto initiate_release(bool all, std::size_t k, CompletionToken&& token) {
-    return asio::async_initiate<CompletionToken, void(error_code)>(
+    return dlock::detail::async_initiate_on<CompletionToken, void(error_code)>(get_executor(),
         [](auto handler, detail::semaphore_core_ptr core, bool every, std::size_t count) {
           detail::start_semaphore_release(core, every, count, detail::semaphore_handler(std::move(handler)));
         },

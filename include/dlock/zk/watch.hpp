@@ -3,6 +3,7 @@
 #pragma once
 
 #include <dlock/config.hpp>
+#include <dlock/detail/initiation.hpp>
 #include <dlock/error.hpp>
 #include <dlock/zk/types.hpp>
 
@@ -13,6 +14,7 @@
 #include <boost/asio/post.hpp>
 
 #include <memory>
+#include <type_traits>
 
 namespace dlock::zk {
 
@@ -24,6 +26,28 @@ struct watch_access;
 using watch_handler = asio::any_completion_handler<void(error_code, watch_event)>;
 void start_watch_wait(const std::shared_ptr<watch_state>& state, watch_handler handler);
 void cancel_watch(const std::shared_ptr<watch_state>& state);
+
+struct no_executor {};
+/// Whether `Handler` has an associated executor of its own.
+template <class Handler>
+inline constexpr bool has_executor =
+    !std::is_same_v<asio::associated_executor_t<Handler, no_executor>, no_executor>;
+
+/// A wait on an unarmed watch: `invalid_argument`, posted to the handler's
+/// executor, else to `last_client` (the strand of the client that armed the
+/// watch last). A handler with neither runs in place: the only executor
+/// left would be Asio's system executor, whose thread is not the program's.
+template <class Handler>
+void reject_unarmed(Handler handler, const asio::any_io_executor& last_client) {
+  error_code ec = make_error_code(dlock::error::invalid_argument);
+  if (last_client) return asio::post(last_client, asio::append(std::move(handler), ec, watch_event{}));
+  if constexpr (has_executor<Handler>) {
+    auto ex = asio::get_associated_executor(handler);
+    asio::post(ex, asio::append(std::move(handler), ec, watch_event{}));
+  } else {
+    std::move(handler)(ec, watch_event{});
+  }
+}
 }  // namespace detail
 
 /// A one-shot ZooKeeper watch whose event you co_await.
@@ -52,8 +76,10 @@ class watch {
   /// @par Handler signature
   /// `void(error_code, watch_event)`.
   /// @par Executor
-  /// The handler's associated executor (else the client's strand; never
-  /// armed: the system executor); never inside this call.
+  /// The handler's associated executor (else the strand of the client that
+  /// armed it last); never inside this call, except for a handler without
+  /// an executor on a watch no client ever armed (called in place: dlock
+  /// has no thread of its own to post it to).
   /// @par Cancellation
   /// Terminal and partial: completes with `asio::error::operation_aborted`;
   /// the watch stays armed and can be awaited again.
@@ -68,17 +94,12 @@ class watch {
   /// `operation_aborted`); so may the client (`dlock::error::closed`).
   template <class CompletionToken = default_token>
   auto wait(CompletionToken&& token = {}) {
-    return asio::async_initiate<CompletionToken, void(error_code, watch_event)>(
-        [](auto handler, std::shared_ptr<detail::watch_state> state) {
-          if (!state) {  // never armed
-            auto ex = asio::get_associated_executor(handler);
-            asio::post(ex, asio::append(std::move(handler), error_code(make_error_code(dlock::error::invalid_argument)),
-                                        watch_event{}));
-            return;
-          }
+    return dlock::detail::async_initiate_on<CompletionToken, void(error_code, watch_event)>(executor_,
+        [](auto handler, std::shared_ptr<detail::watch_state> state, asio::any_io_executor last_client) {
+          if (!state) return detail::reject_unarmed(std::move(handler), last_client);
           detail::start_watch_wait(state, detail::watch_handler(std::move(handler)));
         },
-        token, state_);
+        token, state_, executor_);
   }
 
   /// Removes the watch from the session (if registered) and completes a
@@ -88,6 +109,7 @@ class watch {
  private:
   friend struct detail::watch_access;
   std::shared_ptr<detail::watch_state> state_;
+  asio::any_io_executor executor_;  // the strand of the client that armed it last (kept when unarmed)
 };
 
 }  // namespace dlock::zk

@@ -39,6 +39,8 @@ queue_state_ptr make_queue_state(client& zk, std::string path, queue_options opt
   return q;
 }
 
+asio::any_io_executor queue_executor(const queue_state& q) noexcept { return q.zk->get_executor(); }
+
 namespace {
 
 // Deletes an item read at `version`. The delete is not idempotent: if its
