@@ -7,6 +7,8 @@
 // compile. Other completion tokens ignore it.
 #pragma once
 
+#include <dlock/detail/require_cxx20.hpp>
+
 #include <boost/asio/async_result.hpp>
 
 #include <type_traits>
