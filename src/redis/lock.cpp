@@ -136,8 +136,10 @@ basic_hold::~basic_hold() {
 // The state lives on the connection's executor: get there first.
 void basic_hold::start_acquire(bool retry, std::optional<std::chrono::milliseconds> wait, handler_type handler,
                                bool in_place) {
-  dlock::detail::dispatch_here(state_->executor, [s = state_, retry, wait, h = std::move(handler), in_place]() mutable {
-    detail::begin_acquire(std::move(s), retry, wait, std::move(h), in_place);
+  detail::acquire_base op(std::move(handler));
+  auto number = detail::hook_acquire(state_, op);
+  dlock::detail::dispatch_here(state_->executor, [s = state_, number, retry, wait, op = std::move(op), in_place]() mutable {
+    detail::begin_acquire(std::move(s), number, retry, wait, std::move(op), in_place);
   });
 }
 void basic_hold::start_release(handler_type handler, bool in_place) {

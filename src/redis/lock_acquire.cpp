@@ -26,16 +26,19 @@ void send_attempt(acquire_op&& op) {
   connection_access::submit(*s->conn, std::move(wire), std::move(op));
 }
 
-// Nothing is sent while waiting: any cancellation ends the wait at once.
-// Once the SET goes out the connection takes the slot over (the same op).
+// Nothing is sent while waiting: a cancellation (cancel_acquire) ends the wait at once.
 void wait_for_cleanups(acquire_op&& op) {
   auto s = op.s;
-  auto& waiting = s->waiting.emplace(std::move(op));
-  auto any = asio::cancellation_type::terminal | asio::cancellation_type::partial | asio::cancellation_type::total;
-  auto stop = [weak = std::weak_ptr<lock_state>(s)](asio::cancellation_type) {
-    if (auto state = weak.lock()) stop_waiting(state);
-  };
-  waiting.op.hook_cancellation(s->executor, stop, dlock::detail::forwarding::dispatch, any);
+  s->waiting.emplace(std::move(op));
+}
+
+// On the lock's executor, for the caller's slot. Recorded first, then passed
+// to the step under way; an acquire that has ended (or not begun) is left alone.
+void cancel_acquire(const std::shared_ptr<lock_state>& s, std::uint64_t number, asio::cancellation_type type) {
+  if (!s->acquiring || s->current_acquire != number || s->cancel_requested) return;
+  s->cancel_requested = true;
+  if (s->waiting) return stop_waiting(s);
+  s->step_cancel.emit(type);
 }
 
 // From a reply, a timer or a cleanup's answer (never inside an initiating
@@ -68,14 +71,21 @@ void begin_hold(const std::shared_ptr<lock_state>& s, std::string token, steady_
 
 }  // namespace
 
+acquire_op::cancellation_slot_type acquire_op::get_cancellation_slot() const noexcept {
+  return s->cancellable ? s->step_cancel.slot() : cancellation_slot_type();
+}
+
+// An acquire given up: its caller cancelled, or the lock is gone.
+static bool given_up(const lock_state& s) noexcept { return s.destroyed || s.cancel_requested; }
+
 void acquire_op::operator()(error_code ec, reply answer) {
   // A fenced attempt's script was not run (the server's script cache was
   // flushed): nothing was set, send it again.
-  if (not_run(ec) && !s->destroyed && ++sends < max_cleanup_sends) return send_attempt(std::move(*this));
+  if (not_run(ec) && !given_up(*s) && ++sends < max_cleanup_sends) return send_attempt(std::move(*this));
   std::int64_t fencing_token = 0;
   auto failure = s->commands.attempt_failure(ec, answer, fencing_token);
   bool may_have_landed = s->commands.attempt_may_have_landed(ec, failure);
-  if (s->destroyed) {  // the lock is gone: nobody would release what it took
+  if (given_up(*s)) {  // nobody would release what it took
     auto action = machine.cancel();
     action.delete_attempt = may_have_landed;
     return act(std::move(*this), action);
@@ -89,7 +99,7 @@ void acquire_op::operator()(error_code ec, reply answer) {
 }
 
 void acquire_op::operator()(error_code ec) {
-  if (ec || s->destroyed) return act(std::move(*this), machine.cancel());
+  if (ec || given_up(*s)) return act(std::move(*this), machine.cancel());
   auto action = machine.pause_over(s->cleanups_in_flight > 0);
   act(std::move(*this), action);
 }
@@ -149,8 +159,18 @@ error_code validate_options(const hold_commands& what, const lock_options& o) {
 
 }  // namespace
 
-void begin_acquire(std::shared_ptr<lock_state> s, bool retry, std::optional<std::chrono::milliseconds> limit,
-                   lock_handler h, bool in_place) {
+std::uint64_t hook_acquire(const std::shared_ptr<lock_state>& s, acquire_base& op) {
+  auto number = s->acquire_calls.fetch_add(1, std::memory_order_relaxed) + 1;
+  auto any = asio::cancellation_type::terminal | asio::cancellation_type::partial | asio::cancellation_type::total;
+  auto on_cancel = [weak = std::weak_ptr<lock_state>(s), number](asio::cancellation_type type) {
+    if (auto state = weak.lock()) cancel_acquire(state, number, type);
+  };
+  op.hook_cancellation(s->executor, on_cancel, dlock::detail::forwarding::dispatch, any);
+  return number;
+}
+
+void begin_acquire(std::shared_ptr<lock_state> s, std::uint64_t number, bool retry,
+                   std::optional<std::chrono::milliseconds> limit, acquire_base op, bool in_place) {
   auto started = s->observed.started(retry);
   error_code refuse = validate_options(s->commands, s->opts);
   if (!refuse && limit && (*limit <= std::chrono::milliseconds::zero() || *limit > dlock::max_duration))
@@ -160,16 +180,18 @@ void begin_acquire(std::shared_ptr<lock_state> s, bool retry, std::optional<std:
   if (refuse) {
     s->observed.finished(started, refuse, 0, 0);
     // From the initiating function: never in place.
-    return dlock::detail::post_completion(s->executor, std::move(h), refuse);
+    return op.complete(dlock::detail::completion::post, s->executor, refuse);
   }
   s->acquiring = true;
   s->released = false;
+  s->current_acquire = number;
+  s->cancel_requested = false;
+  s->cancellable = op.handler_slot().is_connected();
   auto deadline = steady_clock::now() + limit.value_or(s->opts.wait);
   acquire_machine machine(acquire_policy{retry, false},
                           retry_schedule(-1, s->opts.retry_delay, s->opts.retry_jitter, deadline));
   auto first = machine.start(s->cleanups_in_flight > 0);
-  act(acquire_op{s, machine, dlock::detail::op_base<void(error_code)>(std::move(h)), in_place, {}, {}, 0, started, 0},
-      first);
+  act(acquire_op{s, machine, std::move(op), in_place, {}, {}, 0, started, 0}, first);
 }
 
 }  // namespace dlock::redis::detail

@@ -17,8 +17,10 @@
 #include "redis/token.hpp"
 
 #include <boost/asio/awaitable.hpp>
+#include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include <atomic>
 #include <optional>
 #include <random>
 #include <string>
@@ -29,7 +31,9 @@ struct lock_state;
 
 /// One acquire: the machine's actions, done by one object that moves from
 /// the connection's reply to the pause timer and back (no allocation, no
-/// coroutine per step). Its cancellation slot is the caller's.
+/// coroutine per step). The caller's slot is hooked once, for the whole
+/// acquire (cancel_acquire); each step (the SET, the pause) is bound to the
+/// lock's own step signal, which that hook emits.
 struct acquire_op {
   std::shared_ptr<lock_state> s;
   acquire_machine machine;
@@ -42,7 +46,7 @@ struct acquire_op {
   std::uint32_t attempts = 0;   // attempts sent, for the observer
 
   using cancellation_slot_type = asio::cancellation_slot;
-  cancellation_slot_type get_cancellation_slot() const noexcept { return op.handler_slot(); }
+  cancellation_slot_type get_cancellation_slot() const noexcept;
 
   void operator()(error_code ec, reply answer);  ///< the SET NX PX was answered
   void operator()(error_code ec);                ///< the pause between attempts is over
@@ -83,6 +87,15 @@ struct lock_state : std::enable_shared_from_this<lock_state> {
   // Undos of attempts sent and not answered yet (see acquire_machine.hpp).
   int cleanups_in_flight = 0;
   std::optional<acquire_op> waiting;  // the acquire waiting for them
+  // A cancellation of the acquire is recorded here, not only passed on to
+  // the step under way: a step that finished just before (a pause timer
+  // already expired, a reply already read) would drop it, and the acquire
+  // would wait on. Every step looks at the record before the next.
+  std::atomic<std::uint64_t> acquire_calls{0};  // numbers the acquires, from any thread
+  std::uint64_t current_acquire = 0;              // the one under way (when acquiring)
+  bool cancel_requested = false;
+  bool cancellable = false;                       // the caller's handler has a slot
+  asio::cancellation_signal step_cancel;
   detail::hold hold;
   asio::steady_timer retry_pause;  // between attempts; cancelled by ~lock
   std::minstd_rand random;
@@ -95,8 +108,12 @@ using lock_handler = asio::any_completion_handler<void(error_code)>;
 asio::awaitable<error_code> extend_held(std::shared_ptr<lock_state> s, std::chrono::milliseconds ttl);
 
 // lock_acquire.cpp
-void begin_acquire(std::shared_ptr<lock_state> s, bool retry, std::optional<std::chrono::milliseconds> limit,
-                   lock_handler h, bool in_place);
+using acquire_base = dlock::detail::op_base<void(error_code)>;
+/// In the initiating function: hooks the caller's slot (cancel_acquire, on
+/// the lock's executor) and returns the acquire's number for begin_acquire.
+std::uint64_t hook_acquire(const std::shared_ptr<lock_state>& s, acquire_base& op);
+void begin_acquire(std::shared_ptr<lock_state> s, std::uint64_t number, bool retry,
+                   std::optional<std::chrono::milliseconds> limit, acquire_base op, bool in_place);
 /// An acquire waiting for cleanups gives up (cancelled, or the lock destroyed).
 void stop_waiting(const std::shared_ptr<lock_state>& s);
 /// The last cleanup in flight was answered: a waiting acquire goes on.
