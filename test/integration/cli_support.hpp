@@ -45,12 +45,27 @@ class process {
     posix_spawn_file_actions_addopen(&files, 1, stdout_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (!stderr_path.empty())
       posix_spawn_file_actions_addopen(&files, 2, stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    int err = posix_spawnp(&pid_, args[0], &files, nullptr, args.data(), environ);
+    // Started as a shell starts a command, whatever this process inherited
+    // (a CI runner may ignore SIGINT, and a signal sent before dlock listens
+    // would then be lost, not fatal); in a process group of its own, so that
+    // what it started goes with it if a test ends early.
+    posix_spawnattr_t attributes;
+    posix_spawnattr_init(&attributes);
+    sigset_t signals;
+    sigemptyset(&signals);
+    posix_spawnattr_setsigmask(&attributes, &signals);
+    for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE}) sigaddset(&signals, s);
+    posix_spawnattr_setsigdefault(&attributes, &signals);
+    posix_spawnattr_setpgroup(&attributes, 0);
+    posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
+    int err = posix_spawnp(&pid_, args[0], &files, &attributes, args.data(), environ);
+    posix_spawnattr_destroy(&attributes);
     posix_spawn_file_actions_destroy(&files);
     BOOST_REQUIRE_MESSAGE(err == 0, "cannot start " << argv[0] << ": " << std::strerror(err));
   }
   ~process() {
     if (status_ >= 0) return;
+    ::kill(-pid_, SIGKILL);  // its children too: they would hold the test's output open
     ::kill(pid_, SIGKILL);
     int ignored = 0;
     ::waitpid(pid_, &ignored, 0);
