@@ -72,7 +72,7 @@ class lock_loss {
   /// completes the wait with `operation_aborted`.
   template <class CompletionToken = default_token>
   auto wait(CompletionToken&& token = {}) {
-    return dlock::detail::async_initiate_on<CompletionToken, void(error_code)>(get_executor(),
+    return dlock::detail::async_initiate_on<CompletionToken, void(error_code)>(*this,
         [this](auto handler) {
           start_wait(asio::any_completion_handler<void(error_code)>(std::move(handler)));
         },

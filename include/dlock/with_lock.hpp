@@ -130,7 +130,7 @@ auto run_with_lock(Lock* lock, Body body) -> std::invoke_result_t<Body&> {
 /// was lost; the body's own exception; or the release's error.
 template <basic_lockable Lock, class Body, class CompletionToken = asio::use_awaitable_t<>>
 auto with_lock(Lock& lock, Body body, CompletionToken&& token = {}) {
-  return dlock::detail::async_initiate_on<CompletionToken, detail::with_lock_signature<Body>>(lock.get_executor(),
+  return dlock::detail::async_initiate_on<CompletionToken, detail::with_lock_signature<Body>>(lock,
       [](auto handler, Lock* l, Body b) {
         asio::any_io_executor executor = asio::get_associated_executor(handler, l->get_executor());
         // On a strand of it, so that the group inside and its cancellation

@@ -16,14 +16,17 @@
 
 namespace dlock::detail {
 
-template <class Executor, class Start>
+template <class Object, class Start>
 class initiation_on {
  public:
-  using executor_type = Executor;
+  using executor_type = decltype(std::declval<const Object&>().get_executor());
 
-  initiation_on(Executor executor, Start start) : executor_(std::move(executor)), start_(std::move(start)) {}
+  initiation_on(const Object& object, Start start) : object_(&object), start_(std::move(start)) {}
 
-  executor_type get_executor() const noexcept { return executor_; }
+  // Read only when asked (cancel_after): most tokens never ask, and copying
+  // an executor at every call is not free (a strand's is reference counted).
+  // As with Asio's own I/O objects, the object outlives its operations.
+  executor_type get_executor() const noexcept { return object_->get_executor(); }
 
   template <class Handler, class... Args>
   void operator()(Handler&& handler, Args&&... args) const {
@@ -31,16 +34,16 @@ class initiation_on {
   }
 
  private:
-  Executor executor_;
+  const Object* object_;
   Start start_;
 };
 
 /// asio::async_initiate<Token, Signature>(start, token, args...), `start`
-/// running for an object whose executor is `executor`.
-template <class Token, class Signature, class Executor, class Start, class... Args>
-auto async_initiate_on(Executor executor, Start start, std::type_identity_t<Token>& token, Args&&... args) {
-  return boost::asio::async_initiate<Token, Signature>(initiation_on<Executor, Start>(std::move(executor), std::move(start)),
-                                                       token, std::forward<Args>(args)...);
+/// running for `object` (which has get_executor()).
+template <class Token, class Signature, class Object, class Start, class... Args>
+auto async_initiate_on(const Object& object, Start start, std::type_identity_t<Token>& token, Args&&... args) {
+  return boost::asio::async_initiate<Token, Signature>(initiation_on<Object, Start>(object, std::move(start)), token,
+                                                       std::forward<Args>(args)...);
 }
 
 }  // namespace dlock::detail

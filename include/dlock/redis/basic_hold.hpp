@@ -59,7 +59,7 @@ class basic_hold {
   /// holds afterwards); destroying the connection first gives `closed`.
   template <class Token = default_token>
   auto acquire(Token&& token = {}) {
-    return dlock::detail::async_initiate_on<Token, void(error_code)>(get_executor(),
+    return dlock::detail::async_initiate_on<Token, void(error_code)>(*this,
         [this](auto handler) {
           bool in_place = dlock::detail::runs_on(handler, get_executor());
           start_acquire(true, std::nullopt, handler_type(std::move(handler)), in_place);
@@ -78,7 +78,7 @@ class basic_hold {
   /// semaphore), and those of `acquire()`.
   template <class Token = default_token>
   auto try_acquire(Token&& token = {}) {
-    return dlock::detail::async_initiate_on<Token, void(error_code)>(get_executor(),
+    return dlock::detail::async_initiate_on<Token, void(error_code)>(*this,
         [this](auto handler) {
           bool in_place = dlock::detail::runs_on(handler, get_executor());
           start_acquire(false, std::nullopt, handler_type(std::move(handler)), in_place);
@@ -100,7 +100,7 @@ class basic_hold {
   template <class Token = default_token>
   auto acquire_for(std::chrono::steady_clock::duration limit, Token&& token = {}) {
     auto wait = dlock::detail::limit_in_ms(limit);
-    return dlock::detail::async_initiate_on<Token, void(error_code)>(get_executor(),
+    return dlock::detail::async_initiate_on<Token, void(error_code)>(*this,
         [this](auto handler, std::chrono::milliseconds w) {
           bool in_place = dlock::detail::runs_on(handler, get_executor());
           start_acquire(true, w, handler_type(std::move(handler)), in_place);
@@ -123,7 +123,7 @@ class basic_hold {
   /// no-op that succeeds; `not_held` when nothing was held; `closed`.
   template <class Token = default_token>
   auto release(Token&& token = {}) {
-    return dlock::detail::async_initiate_on<Token, void(error_code)>(get_executor(),
+    return dlock::detail::async_initiate_on<Token, void(error_code)>(*this,
         [this](auto handler) {
           bool in_place = dlock::detail::runs_on(handler, get_executor());
           start_release(handler_type(std::move(handler)), in_place);
@@ -152,7 +152,7 @@ class basic_hold {
   /// go (`dlock::error::closed`).
   template <class Token = default_token>
   auto extend(std::chrono::milliseconds ttl, Token&& token = {}) {
-    return dlock::detail::async_initiate_on<Token, void(error_code)>(get_executor(),
+    return dlock::detail::async_initiate_on<Token, void(error_code)>(*this,
         [this](auto handler, std::chrono::milliseconds t) { start_extend(t, handler_type(std::move(handler))); },
         token, ttl);
   }

@@ -125,7 +125,7 @@ class connection {
   /// token, when it is awaited); destroying it later gives `dlock::error::closed`.
   template <class Token = default_token>
   auto connect(Token&& token = {}) {
-    return dlock::detail::async_initiate_on<Token, void(error_code)>(get_executor(),
+    return dlock::detail::async_initiate_on<Token, void(error_code)>(*this,
         [this](auto handler) { start_connect(handler_type0(std::move(handler))); }, token);
   }
 
@@ -141,7 +141,7 @@ class connection {
   /// `dlock::error::closed` if the connection closes first (or was closed).
   template <class Token = default_token>
   auto wait_for(connection_state s, Token&& token = {}) {
-    return dlock::detail::async_initiate_on<Token, void(error_code)>(get_executor(),
+    return dlock::detail::async_initiate_on<Token, void(error_code)>(*this,
         [this](auto handler, connection_state target) {
           start_wait(target, handler_type0(std::move(handler)));
         },
@@ -182,7 +182,7 @@ class connection {
   /// a script). QUIT is allowed: the connection then reconnects.
   template <class Token = default_token>
   auto exec(command cmd, Token&& token = {}) {
-    return dlock::detail::async_initiate_on<Token, void(error_code, reply)>(get_executor(),
+    return dlock::detail::async_initiate_on<Token, void(error_code, reply)>(*this,
         [this](auto handler, command c) {
           bool in_place = dlock::detail::runs_on(handler, get_executor());
           start_exec(std::move(c).take_encoded(), nullptr, 0, handler_type(std::move(handler)), in_place);
@@ -229,7 +229,7 @@ class connection {
   /// reference as the first `eval`.
   template <class Token = default_token>
   auto eval(const script& s, command tail, Token&& token = {}) {
-    return dlock::detail::async_initiate_on<Token, void(error_code, reply)>(get_executor(),
+    return dlock::detail::async_initiate_on<Token, void(error_code, reply)>(*this,
         [this](auto handler, std::shared_ptr<const script::data> sd, command t) {
           bool in_place = dlock::detail::runs_on(handler, get_executor());
           start_eval(std::move(sd), t, handler_type(std::move(handler)), in_place);

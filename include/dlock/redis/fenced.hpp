@@ -52,7 +52,7 @@ void start_fenced_set(connection& conn, std::string key, std::string value, std:
 template <class Token = default_token>
 auto fenced_eval(connection& conn, const script& fenced, std::string fence_key, std::int64_t fencing_token,
                  std::vector<std::string> keys, std::vector<std::string> args, Token&& token = {}) {
-  return dlock::detail::async_initiate_on<Token, void(error_code, reply)>(conn.get_executor(),
+  return dlock::detail::async_initiate_on<Token, void(error_code, reply)>(conn,
       [&conn](auto handler, const script& s, std::string fence, std::int64_t t, std::vector<std::string> k,
               std::vector<std::string> a) {
         detail::start_fenced_eval(conn, s, std::move(fence), t, std::move(k), std::move(a), std::move(handler));
@@ -74,7 +74,7 @@ auto fenced_eval(connection& conn, const script& fenced, std::string fence_key, 
 template <class Token = default_token>
 auto fenced_set(connection& conn, std::string_view key, std::string_view value, std::int64_t fencing_token,
                 Token&& token = {}) {
-  return dlock::detail::async_initiate_on<Token, void(error_code)>(conn.get_executor(),
+  return dlock::detail::async_initiate_on<Token, void(error_code)>(conn,
       [&conn](auto handler, std::string k, std::string v, std::int64_t t) {
         detail::start_fenced_set(conn, std::move(k), std::move(v), t, std::move(handler));
       },

@@ -132,7 +132,7 @@ class redlock {
   /// Destroying the redlock ends the acquire (`operation_aborted`).
   template <class Token = default_token>
   auto acquire(Token&& token = {}) {
-    return dlock::detail::async_initiate_on<Token, void(error_code)>(get_executor(),
+    return dlock::detail::async_initiate_on<Token, void(error_code)>(*this,
         [this](auto handler) {
           bool in_place = dlock::detail::runs_on(handler, get_executor());
           start_lock(handler0(std::move(handler)), true, std::nullopt, in_place);
@@ -150,7 +150,7 @@ class redlock {
   /// `dlock::error::taken` when others hold a majority, and those of `acquire()`.
   template <class Token = default_token>
   auto try_acquire(Token&& token = {}) {
-    return dlock::detail::async_initiate_on<Token, void(error_code)>(get_executor(),
+    return dlock::detail::async_initiate_on<Token, void(error_code)>(*this,
         [this](auto handler) {
           bool in_place = dlock::detail::runs_on(handler, get_executor());
           start_lock(handler0(std::move(handler)), false, std::nullopt, in_place);
@@ -173,7 +173,7 @@ class redlock {
   template <class Token = default_token>
   auto acquire_for(std::chrono::steady_clock::duration limit, Token&& token = {}) {
     auto wait = dlock::detail::limit_in_ms(limit);
-    return dlock::detail::async_initiate_on<Token, void(error_code)>(get_executor(),
+    return dlock::detail::async_initiate_on<Token, void(error_code)>(*this,
         [this](auto handler, std::chrono::milliseconds w) {
           bool in_place = dlock::detail::runs_on(handler, get_executor());
           start_lock(handler0(std::move(handler)), true, w, in_place);
@@ -200,7 +200,7 @@ class redlock {
   /// succeeds; `not_held` when nothing was held.
   template <class Token = default_token>
   auto release(Token&& token = {}) {
-    return dlock::detail::async_initiate_on<Token, void(error_code)>(get_executor(),
+    return dlock::detail::async_initiate_on<Token, void(error_code)>(*this,
         [this](auto handler) {
           bool in_place = dlock::detail::runs_on(handler, get_executor());
           start_unlock(handler0(std::move(handler)), in_place);
@@ -227,7 +227,7 @@ class redlock {
   /// Only `operation_aborted`.
   template <class Token = default_token>
   auto settle(Token&& token = {}) {
-    return dlock::detail::async_initiate_on<Token, void(error_code)>(get_executor(),
+    return dlock::detail::async_initiate_on<Token, void(error_code)>(*this,
         [this](auto handler) { start_settle(handler0(std::move(handler))); }, token);
   }
 
@@ -252,7 +252,7 @@ class redlock {
   /// or not above `master_timeout`).
   template <class Token = default_token>
   auto extend(std::chrono::milliseconds ttl, Token&& token = {}) {
-    return dlock::detail::async_initiate_on<Token, void(error_code)>(get_executor(),
+    return dlock::detail::async_initiate_on<Token, void(error_code)>(*this,
         [this](auto handler, std::chrono::milliseconds t) { start_extend(t, handler0(std::move(handler))); },
         token, ttl);
   }

@@ -113,7 +113,7 @@ class leader_election {
   template <class CompletionToken = default_token>
   auto leader(CompletionToken&& token = {}) {
     using signature = void(error_code, std::optional<std::string>);
-    return dlock::detail::async_initiate_on<CompletionToken, signature>(get_executor(),
+    return dlock::detail::async_initiate_on<CompletionToken, signature>(*this,
         [](auto h, client zk, std::string path) {
           detail::start_current_leader(std::move(zk), std::move(path),
                                        detail::election_handler<std::optional<std::string>>(std::move(h)));
@@ -142,7 +142,7 @@ class leader_election {
   template <class CompletionToken = default_token>
   auto observe(std::optional<std::string> last_seen, CompletionToken&& token = {}) {
     using signature = void(error_code, std::optional<std::string>);
-    return dlock::detail::async_initiate_on<CompletionToken, signature>(get_executor(),
+    return dlock::detail::async_initiate_on<CompletionToken, signature>(*this,
         [](auto h, client zk, std::string path, std::optional<std::string> seen) {
           detail::start_observe(std::move(zk), std::move(path), std::move(seen),
                                 detail::election_handler<std::optional<std::string>>(std::move(h)));

@@ -147,7 +147,7 @@ class mutex {
   /// `dlock::error::not_held` when nothing was held.
   template <class CompletionToken = default_token>
   auto release(CompletionToken&& token = {}) {
-    return dlock::detail::async_initiate_on<CompletionToken, void(error_code)>(get_executor(),
+    return dlock::detail::async_initiate_on<CompletionToken, void(error_code)>(*this,
         [](auto handler, detail::lock_core_ptr core) {
           detail::start_release(core, asio::any_completion_handler<void(error_code)>(std::move(handler)));
         },
@@ -170,7 +170,7 @@ class mutex {
   /// The object may be destroyed while it runs; the client too (`closed`).
   template <class CompletionToken = default_token>
   auto participants(CompletionToken&& token = {}) {
-    return dlock::detail::async_initiate_on<CompletionToken, void(error_code, std::vector<std::string>)>(get_executor(),
+    return dlock::detail::async_initiate_on<CompletionToken, void(error_code, std::vector<std::string>)>(*this,
         [](auto handler, detail::lock_core_ptr core) {
           detail::start_participants(
               core, asio::any_completion_handler<void(error_code, std::vector<std::string>)>(std::move(handler)));
@@ -226,7 +226,7 @@ class mutex {
 
   template <class CompletionToken>
   auto initiate(detail::acquire_mode mode, std::chrono::steady_clock::duration limit, CompletionToken&& token) {
-    return dlock::detail::async_initiate_on<CompletionToken, void(error_code)>(get_executor(),
+    return dlock::detail::async_initiate_on<CompletionToken, void(error_code)>(*this,
         [](auto handler, detail::lock_core_ptr core, detail::acquire_mode m,
            std::chrono::steady_clock::duration l) {
           detail::start_acquire(core, m, l, asio::any_completion_handler<void(error_code)>(std::move(handler)));
@@ -236,7 +236,7 @@ class mutex {
   // A leader election's campaign: an acquire whose node carries `identifier`.
   template <class CompletionToken>
   auto acquire_as(std::string identifier, CompletionToken&& token) {
-    return dlock::detail::async_initiate_on<CompletionToken, void(error_code)>(get_executor(),
+    return dlock::detail::async_initiate_on<CompletionToken, void(error_code)>(*this,
         [](auto handler, detail::lock_core_ptr core, std::string id) {
           detail::start_acquire(core, detail::acquire_mode::wait, {},
                                 asio::any_completion_handler<void(error_code)>(std::move(handler)), std::move(id));

@@ -141,7 +141,7 @@ class queue {
   /// while it runs; destroying the client gives `dlock::error::closed`.
   template <class CompletionToken = default_token>
   auto offer(std::string item, CompletionToken&& token = {}) {
-    return dlock::detail::async_initiate_on<CompletionToken, void(error_code, std::string)>(get_executor(),
+    return dlock::detail::async_initiate_on<CompletionToken, void(error_code, std::string)>(*this,
         [](auto h, detail::queue_state_ptr q, std::string data) {
           detail::start_offer(q, std::move(data), detail::queue_handler<std::string>(std::move(h)));
         },
@@ -214,7 +214,7 @@ class queue {
   /// and those of `take()`.
   template <class CompletionToken = default_token>
   auto take_for(std::chrono::steady_clock::duration limit, CompletionToken&& token = {}) {
-    return dlock::detail::async_initiate_on<CompletionToken, void(error_code, std::string)>(get_executor(),
+    return dlock::detail::async_initiate_on<CompletionToken, void(error_code, std::string)>(*this,
         [](auto h, detail::queue_state_ptr q, std::chrono::steady_clock::duration d) {
           detail::start_take_for(q, d, detail::queue_handler<std::string>(std::move(h)));
         },
@@ -302,7 +302,7 @@ class queue {
   /// on connection loss run out (the claim is still ours: ack again).
   template <class CompletionToken = default_token>
   auto ack(claimed_item item, CompletionToken&& token = {}) {
-    return dlock::detail::async_initiate_on<CompletionToken, void(error_code)>(get_executor(),
+    return dlock::detail::async_initiate_on<CompletionToken, void(error_code)>(*this,
         [](auto h, detail::queue_state_ptr q, claimed_item claimed) {
           detail::start_ack(q, std::move(claimed), detail::queue_handler<>(std::move(h)));
         },
@@ -320,7 +320,7 @@ class queue {
   /// As `ack()`: it always runs to the end.
   template <class CompletionToken = default_token>
   auto release(claimed_item item, CompletionToken&& token = {}) {
-    return dlock::detail::async_initiate_on<CompletionToken, void(error_code)>(get_executor(),
+    return dlock::detail::async_initiate_on<CompletionToken, void(error_code)>(*this,
         [](auto h, detail::queue_state_ptr q, claimed_item claimed) {
           detail::start_release_claim(q, std::move(claimed), detail::queue_handler<>(std::move(h)));
         },
@@ -332,7 +332,7 @@ class queue {
   template <class Result, class CompletionToken>
   auto initiate(void (*start)(const detail::queue_state_ptr&, detail::queue_handler<Result>),
                 CompletionToken&& token) {
-    return dlock::detail::async_initiate_on<CompletionToken, void(error_code, Result)>(get_executor(),
+    return dlock::detail::async_initiate_on<CompletionToken, void(error_code, Result)>(*this,
         [](auto h, detail::queue_state_ptr q, decltype(start) s) {
           s(q, detail::queue_handler<Result>(std::move(h)));
         },

@@ -216,7 +216,7 @@ class semaphore {
   template <class CompletionToken>
   auto initiate(detail::semaphore_mode mode, std::size_t n, std::chrono::steady_clock::duration limit,
                 CompletionToken&& token) {
-    return dlock::detail::async_initiate_on<CompletionToken, void(error_code)>(get_executor(),
+    return dlock::detail::async_initiate_on<CompletionToken, void(error_code)>(*this,
         [](auto handler, detail::semaphore_core_ptr core, detail::semaphore_mode m, std::size_t count,
            std::chrono::steady_clock::duration l) {
           detail::start_semaphore_acquire(core, m, count, l, detail::semaphore_handler(std::move(handler)));
@@ -225,7 +225,7 @@ class semaphore {
   }
   template <class CompletionToken>
   auto initiate_release(bool all, std::size_t k, CompletionToken&& token) {
-    return dlock::detail::async_initiate_on<CompletionToken, void(error_code)>(get_executor(),
+    return dlock::detail::async_initiate_on<CompletionToken, void(error_code)>(*this,
         [](auto handler, detail::semaphore_core_ptr core, bool every, std::size_t count) {
           detail::start_semaphore_release(core, every, count, detail::semaphore_handler(std::move(handler)));
         },

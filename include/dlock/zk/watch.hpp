@@ -68,6 +68,10 @@ class watch {
   watch(const watch&) = delete;              ///< not copyable
   watch& operator=(const watch&) = delete;   ///< not copyable
 
+  using executor_type = asio::any_io_executor;
+  /// The strand of the client that armed it last (none if never armed).
+  executor_type get_executor() const noexcept { return executor_; }
+
   /// True once armed (even if already fired), until cancelled or re-armed.
   bool armed() const noexcept { return static_cast<bool>(state_); }
 
@@ -94,7 +98,7 @@ class watch {
   /// `operation_aborted`); so may the client (`dlock::error::closed`).
   template <class CompletionToken = default_token>
   auto wait(CompletionToken&& token = {}) {
-    return dlock::detail::async_initiate_on<CompletionToken, void(error_code, watch_event)>(executor_,
+    return dlock::detail::async_initiate_on<CompletionToken, void(error_code, watch_event)>(*this,
         [](auto handler, std::shared_ptr<detail::watch_state> state, asio::any_io_executor last_client) {
           if (!state) return detail::reject_unarmed(std::move(handler), last_client);
           detail::start_watch_wait(state, detail::watch_handler(std::move(handler)));
