@@ -13,6 +13,7 @@
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/bind_executor.hpp>
+#include <boost/asio/cancellation_state.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/deferred.hpp>
 #include <boost/asio/error.hpp>
@@ -52,6 +53,15 @@ auto run_with_lock(Lock* lock, Body body) -> std::invoke_result_t<Body&> {
   namespace ex = asio::experimental;
 
   co_await lock->acquire(asio::use_awaitable);
+  // From here on the release must run whatever the caller's cancellation
+  // (release itself ignores it). One that came after the acquire completed,
+  // before this coroutine resumed, skips the body, never the release.
+  co_await asio::this_coro::throw_if_cancelled(false);
+  asio::cancellation_state cancellation = co_await asio::this_coro::cancellation_state;
+  if (cancellation.cancelled() != asio::cancellation_type::none) {
+    co_await lock->release(asio::as_tuple(asio::use_awaitable));
+    throw boost::system::system_error(asio::error::operation_aborted, "dlock::with_lock: cancelled");
+  }
   // This coroutine runs on a strand (see with_lock). Whichever ends first
   // cancels the other: a loss cancels the body, the body's end cancels the
   // wait for a loss. Both complete, and are cancelled, on this strand: a
@@ -75,12 +85,7 @@ auto run_with_lock(Lock* lock, Body body) -> std::invoke_result_t<Body&> {
     value = std::move(body_value);
     if (order[0] == 1 && loss_ec && loss_ec != asio::error::operation_aborted) loss_reason = loss_ec;
   }
-  // The release must run even if the caller was cancelled meanwhile: do not
-  // let that cancellation throw before the release starts (release itself
-  // ignores cancellation, so it runs to completion).
-  co_await asio::this_coro::throw_if_cancelled(false);
   auto [release_ec] = co_await lock->release(asio::as_tuple(asio::use_awaitable));
-  co_await asio::this_coro::throw_if_cancelled(true);
   if (loss_reason) throw boost::system::system_error(loss_reason, "dlock::with_lock: the lock was lost");
   if (failure) std::rethrow_exception(failure);
   // A release after a loss reports the loss; a loss found only now (after the

@@ -38,11 +38,16 @@ struct free_lock {
   asio::any_io_executor executor;
   dlock::lock_loss lost;
   std::function<void()> on_release;
+  std::function<void()> on_acquire;  // once the success is queued
 
   template <class Token>
   auto acquire(Token&& token) {
     return asio::async_initiate<Token, void(error_code)>(
-        [](auto handler) { asio::post(asio::append(std::move(handler), error_code{})); }, token);
+        [this](auto handler) {
+          asio::post(asio::append(std::move(handler), error_code{}));
+          if (on_acquire) on_acquire();
+        },
+        token);
   }
   template <class Token>
   auto release(Token&& token) {
@@ -85,6 +90,30 @@ BOOST_AUTO_TEST_CASE(the_callers_signal_cancels_the_body) {
   io.run_for(std::chrono::seconds(10));
   BOOST_REQUIRE(got.has_value());
   BOOST_TEST(!!*got);  // the body's operation_aborted, after the release
+}
+
+// The caller cancels just after the acquire succeeded, before with_lock has
+// seen it: the body does not run, but the lock is released all the same (it
+// stayed held before: the cancellation threw at the next step).
+BOOST_AUTO_TEST_CASE(a_cancellation_after_the_acquire_still_releases) {
+  asio::io_context io;
+  free_lock lock(io.get_executor());
+  asio::cancellation_signal signal;
+  lock.on_acquire = [&] { signal.emit(asio::cancellation_type::terminal); };
+  int releases = 0;
+  lock.on_release = [&] { ++releases; };
+  bool body_ran = false;
+  auto body = [&body_ran] {
+    body_ran = true;
+    return returns_three();
+  };
+  std::optional<std::exception_ptr> got;
+  dlock::with_lock(lock, body, asio::bind_cancellation_slot(signal.slot(), [&](std::exception_ptr e, int) { got = e; }));
+  io.run_for(std::chrono::seconds(10));
+  BOOST_REQUIRE(got.has_value());
+  BOOST_TEST(!!*got);  // operation_aborted
+  BOOST_TEST(!body_ran);
+  BOOST_TEST(releases == 1);
 }
 
 // Posts `f` to `io` after `hops` more turns of it.
