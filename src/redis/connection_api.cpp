@@ -196,14 +196,13 @@ void connection::close() {
 }
 
 void connection::start_connect(handler_type0 handler) {
-  asio::dispatch(impl_->executor(),
-                 [impl = impl_, h = std::move(handler)]() mutable { impl->connect(std::move(h)); });
+  auto w = impl_->new_waiter(connection_state::connected, true, std::move(handler));
+  asio::dispatch(impl_->executor(), [impl = impl_, w = std::move(w)]() mutable { impl->connect(std::move(w)); });
 }
 
 void connection::start_wait(connection_state target, handler_type0 handler) {
-  asio::dispatch(impl_->executor(), [impl = impl_, target, h = std::move(handler)]() mutable {
-    impl->wait_for(target, std::move(h));
-  });
+  auto w = impl_->new_waiter(target, false, std::move(handler));
+  asio::dispatch(impl_->executor(), [impl = impl_, w = std::move(w)]() mutable { impl->wait_for(std::move(w)); });
 }
 
 void connection::start_exec(std::string wire, std::shared_ptr<const script::data> fallback,

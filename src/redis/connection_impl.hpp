@@ -140,8 +140,22 @@ class connection_impl : public reply_sink, public std::enable_shared_from_this<c
   void enqueue(request_ptr r);
   request_ptr make_request() { return mux_.make_request(); }
   void bind_cancellation(const request_ptr& r);  // any thread, at initiation
-  void connect(handler_type0 handler);
-  void wait_for(connection_state target, handler_type0 handler);
+  struct waiter {
+    dlock::detail::op_base<void(error_code)> op;
+    connection_state target;
+    bool connect;  // completes on the next attempt's outcome
+  };
+  using waiter_ptr = std::shared_ptr<waiter>;
+  /// Any thread, in the initiating function: the handler's slot is hooked
+  /// now, so a cancellation emitted before the wait reaches the executor is
+  /// not lost (the wait then finds itself done).
+  waiter_ptr new_waiter(connection_state target, bool connect, handler_type0 handler);
+  void connect(waiter_ptr w);
+  void wait_for(waiter_ptr w);
+  void connect(handler_type0 handler) { connect(new_waiter(connection_state::connected, true, std::move(handler))); }
+  void wait_for(connection_state target, handler_type0 handler) {
+    wait_for(new_waiter(target, false, std::move(handler)));
+  }
   void close();
 
   // The greeting's replies (the connection is their sink; the index is the attempt).
@@ -150,11 +164,6 @@ class connection_impl : public reply_sink, public std::enable_shared_from_this<c
 
  private:
   friend struct connection_access;
-  struct waiter {
-    dlock::detail::op_base<void(error_code)> op;
-    connection_state target;
-    bool connect;  // completes on the next attempt's outcome
-  };
 
   // commands (connection.cpp)
   clock::time_point deadline_base() const;
@@ -188,8 +197,7 @@ class connection_impl : public reply_sink, public std::enable_shared_from_this<c
   void send_greeting(std::size_t index);
   void after_failure(const lifecycle::action& a);
   void publish(error_code why = {});  // `why`: what dropped the connection
-  void add_waiter(connection_state target, bool connect, handler_type0 handler);
-  void complete_waiter(std::list<waiter>::iterator it, error_code ec);
+  void complete_waiter(std::list<waiter_ptr>::iterator it, error_code ec);
   void notify_connect(error_code ec);
 
   asio::any_io_executor executor_;
@@ -209,7 +217,7 @@ class connection_impl : public reply_sink, public std::enable_shared_from_this<c
   reply_parser parser_;
   std::vector<request_ptr> settled_;  // expired or failed by a reset, to complete (reused)
   std::array<char, 16384> in_{};
-  std::list<waiter> waiters_;
+  std::list<waiter_ptr> waiters_;
   connection_stats stats_;  // writes and connects (the multiplexer counts the rest)
   connection_state state_ = connection_state::disconnected;  // as last published
   std::uint64_t session_ = 0;  // bumped per session and at its end: late callbacks of old ones are ignored

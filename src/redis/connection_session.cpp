@@ -60,13 +60,14 @@ connection_impl::connection_impl(asio::any_io_executor executor, options opts)
       backoff_timer_(executor_),
       connect_timer_(executor_) {}
 
-void connection_impl::connect(handler_type0 handler) {
-  if (state_ == connection_state::closed)
-    return post_completion(executor_, std::move(handler), error_code(dlock::error::closed));
+void connection_impl::connect(waiter_ptr w) {
+  if (w->op.done()) return;  // cancelled on the way
+  using dlock::detail::completion;
+  if (state_ == connection_state::closed) return w->op.complete(completion::post, executor_, dlock::error::closed);
   if (!options_invalid_reason(opts_).empty())
-    return post_completion(executor_, std::move(handler), error_code(dlock::error::invalid_argument));
-  if (state_ == connection_state::connected) return post_completion(executor_, std::move(handler), error_code());
-  add_waiter(connection_state::connected, true, std::move(handler));
+    return w->op.complete(completion::post, executor_, dlock::error::invalid_argument);
+  if (state_ == connection_state::connected) return w->op.complete(completion::post, executor_, error_code());
+  waiters_.push_back(std::move(w));
   if (life_.current() != lifecycle::phase::idle) return;  // started: the waiter joins it
   arm_deadline_timer();
   perform(life_.start());
@@ -213,32 +214,36 @@ void connection_impl::close() {
 
 // ---- state waiters ----
 
-void connection_impl::wait_for(connection_state target, handler_type0 handler) {
-  if (state_ == target) return post_completion(executor_, std::move(handler), error_code());
-  if (state_ == connection_state::closed)
-    return post_completion(executor_, std::move(handler), error_code(dlock::error::closed));
-  add_waiter(target, false, std::move(handler));
-}
-
-// Terminal and partial cancellation end a wait (op_base's default).
-void connection_impl::add_waiter(connection_state target, bool connect, handler_type0 handler) {
-  auto it = waiters_.insert(waiters_.end(), waiter{dlock::detail::op_base<void(error_code)>(std::move(handler)),
-                                                   target, connect});
-  const waiter* id = &*it;
-  it->op.hook_cancellation(
+connection_impl::waiter_ptr connection_impl::new_waiter(connection_state target, bool connect,
+                                                        handler_type0 handler) {
+  auto w = std::make_shared<waiter>(waiter{dlock::detail::op_base<void(error_code)>(std::move(handler)), target, connect});
+  // Terminal and partial cancellation end a wait (op_base's default).
+  w->op.hook_cancellation(
       executor_,
-      [self = std::weak_ptr<connection_impl>(shared_from_this()), id](asio::cancellation_type) {
+      [self = std::weak_ptr<connection_impl>(shared_from_this()), weak = std::weak_ptr<waiter>(w)](
+          asio::cancellation_type) {
         auto impl = self.lock();
-        if (!impl) return;
-        for (auto i = impl->waiters_.begin(); i != impl->waiters_.end(); ++i)
-          if (&*i == id) return impl->complete_waiter(i, asio::error::operation_aborted);
+        auto cancelled = weak.lock();
+        if (!impl || !cancelled || cancelled->op.done()) return;
+        std::erase(impl->waiters_, cancelled);
+        cancelled->op.complete(dlock::detail::completion::post, impl->executor_, asio::error::operation_aborted);
       },
       dlock::detail::forwarding::dispatch);
+  return w;
 }
 
-void connection_impl::complete_waiter(std::list<waiter>::iterator it, error_code ec) {
-  it->op.complete(dlock::detail::completion::post, executor_, ec);
+void connection_impl::wait_for(waiter_ptr w) {
+  if (w->op.done()) return;  // cancelled on the way
+  using dlock::detail::completion;
+  if (state_ == w->target) return w->op.complete(completion::post, executor_, error_code());
+  if (state_ == connection_state::closed) return w->op.complete(completion::post, executor_, dlock::error::closed);
+  waiters_.push_back(std::move(w));
+}
+
+void connection_impl::complete_waiter(std::list<waiter_ptr>::iterator it, error_code ec) {
+  auto w = std::move(*it);
   waiters_.erase(it);
+  w->op.complete(dlock::detail::completion::post, executor_, ec);
 }
 
 // Makes the lifecycle's state the one users see; waiters for it complete.
@@ -252,8 +257,8 @@ void connection_impl::publish(error_code why) {
   for (auto it = waiters_.begin(); it != waiters_.end();) {
     auto next = std::next(it);
     if (state_ == connection_state::closed)
-      complete_waiter(it, it->target == state_ ? error_code() : dlock::error::closed);
-    else if (!it->connect && it->target == state_) complete_waiter(it, {});
+      complete_waiter(it, (*it)->target == state_ ? error_code() : dlock::error::closed);
+    else if (!(*it)->connect && (*it)->target == state_) complete_waiter(it, {});
     it = next;
   }
 }
@@ -261,7 +266,7 @@ void connection_impl::publish(error_code why) {
 void connection_impl::notify_connect(error_code ec) {
   for (auto it = waiters_.begin(); it != waiters_.end();) {
     auto next = std::next(it);
-    if (it->connect) complete_waiter(it, ec);
+    if ((*it)->connect) complete_waiter(it, ec);
     it = next;
   }
 }

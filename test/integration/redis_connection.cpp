@@ -694,4 +694,30 @@ BOOST_AUTO_TEST_CASE(unexpected_bytes_fail_pending_commands_with_connection_lost
 }
 BOOST_AUTO_TEST_CASE(an_address_needs_no_resolver_thread) { run(&an_address_starts_no_resolver_thread); }
 
+// A wait or a connect cancelled before it reached the connection's executor
+// (here: before the io_context runs) ends with operation_aborted. Before,
+// its slot was hooked only there: the emission was lost and the wait went
+// on until the state came (never, here) or the connect timed out.
+BOOST_AUTO_TEST_CASE(a_wait_or_connect_cancelled_before_it_starts_ends) {
+  asio::io_context io;
+  auto o = master_options();
+  o.host = "127.0.0.1";
+  o.port = 1;  // refused: without the cancellation, the connect ends with that refusal
+  redis::connection c(io.get_executor(), o);
+  asio::cancellation_signal wait_signal, connect_signal;
+  std::optional<error_code> waited, connected;
+  c.wait_for(redis::connection_state::connected,
+             asio::bind_cancellation_slot(wait_signal.slot(), [&](error_code ec) { waited = ec; }));
+  c.connect(asio::bind_cancellation_slot(connect_signal.slot(), [&](error_code ec) { connected = ec; }));
+  wait_signal.emit(asio::cancellation_type::terminal);
+  connect_signal.emit(asio::cancellation_type::terminal);
+  io.run_for(std::chrono::seconds(5));
+  BOOST_REQUIRE(waited.has_value());
+  BOOST_TEST((*waited == asio::error::operation_aborted), waited->message());
+  BOOST_REQUIRE(connected.has_value());
+  BOOST_TEST((*connected == asio::error::operation_aborted), connected->message());
+  c.close();
+  io.run_for(std::chrono::seconds(1));
+}
+
 BOOST_AUTO_TEST_SUITE_END()
