@@ -51,8 +51,11 @@ auto with_retries(retry_policy policy, on_cancel mode, Step step)
   for (;;) {
     auto result = co_await step();
     if (!retries.retry_after(std::get<0>(result))) co_return result;
-    co_await pause(retries.delay(), mode);
-    if (mode == on_cancel::stop && co_await cancelled()) {
+    // No pause for a cancel that came with the step's result: it would wait
+    // out a whole backoff before being seen.
+    bool stops = mode == on_cancel::stop;
+    if (!(stops && co_await cancelled())) co_await pause(retries.delay(), mode);
+    if (stops && co_await cancelled()) {
       std::get<0>(result) = asio::error::operation_aborted;
       co_return result;
     }
