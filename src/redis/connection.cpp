@@ -212,9 +212,41 @@ void connection_impl::wrote(error_code ec, std::size_t n) {
 // A speculative read right after a reply usually finds the socket empty (one
 // EAGAIN per round trip). Waiting for readiness instead costs Asio an
 // epoll_ctl per wait, the same price, so the plain read stays.
+// Keeps the connection for its pending read. Asio destroys a handler
+// without calling it only when its io_context is destroyed with the handler
+// still pending: then no reply will ever come, and the commands in flight
+// are destroyed uncalled, as Asio destroys its own pending handlers. Else
+// they would keep this connection alive for ever: a Redlock fan-out, the
+// sink of its commands, holds its redlock, which holds this connection.
+class connection_impl::read_keeper {
+ public:
+  explicit read_keeper(std::shared_ptr<connection_impl> c) noexcept : c_(std::move(c)) {}
+  read_keeper(read_keeper&&) noexcept = default;  // leaves the source empty
+  read_keeper& operator=(read_keeper&&) = delete;
+  ~read_keeper() {
+    if (c_) c_->drop_pending();
+  }
+  /// The read completed: the connection, no longer dropped with the handler.
+  std::shared_ptr<connection_impl> take() noexcept { return std::move(c_); }
+
+ private:
+  std::shared_ptr<connection_impl> c_;
+};
+
+void connection_impl::drop_pending() {
+  ++session_;
+  settled_.clear();
+  mux_.reset(settled_);
+  for (auto& r : settled_) r->target.clear();  // a pooled request keeps no handler, no sink
+  settled_.clear();
+  deferred_writes_.clear();
+  waiters_.clear();
+}
+
 void connection_impl::start_read() {
-  auto done = [self = shared_from_this(), session = session_, tls = tls_](error_code ec, std::size_t n) {
-    self->on_read(session, ec, n);
+  auto done = [keeper = read_keeper(shared_from_this()), session = session_, tls = tls_](error_code ec,
+                                                                                           std::size_t n) mutable {
+    keeper.take()->on_read(session, ec, n);
   };
   if (tls_) return tls_->async_read_some(asio::buffer(in_), std::move(done));
   socket_.async_read_some(asio::buffer(in_), std::move(done));

@@ -172,6 +172,8 @@ class connection_impl : public reply_sink, public std::enable_shared_from_this<c
   void do_write();
   void wrote(error_code ec, std::size_t n);
   void start_read();
+  class read_keeper;
+  void drop_pending();
   void on_read(std::uint64_t session, error_code ec, std::size_t n);
   class hand_out_scope;
   void hand_out_read(std::uint64_t session, clock::time_point read_at);
