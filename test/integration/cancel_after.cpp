@@ -54,8 +54,8 @@ constexpr auto limit = 1s;
 // cancel_after's default): this checks that the initiation compiles.
 template <class Start>
 void accepts_both(Start start) {
-  auto after = start(asio::cancel_after(limit));
-  auto at = start(asio::cancel_at(std::chrono::steady_clock::now() + limit));
+  [[maybe_unused]] auto after = start(asio::cancel_after(limit));
+  [[maybe_unused]] auto at = start(asio::cancel_at(std::chrono::steady_clock::now() + limit));
 }
 
 asio::awaitable<void> locked_body() { co_return; }
