@@ -38,6 +38,7 @@
 #include "integration/zk_client_support.hpp"
 
 #include <dlock/error.hpp>
+#include <dlock/lock_loss.hpp>
 #include <dlock/zk/client.hpp>
 #include <dlock/zk/error.hpp>
 #include <dlock/zk/leader_election.hpp>
@@ -246,6 +247,11 @@ struct lock_under_test {
     }
     return nullptr;
   }
+  dlock::lock_loss& loss() {
+    if (kind == lock_recipe::election) return election->loss();
+    if (kind == lock_recipe::semaphore) return leases->loss();
+    return as_mutex()->loss();
+  }
   bool held() {
     if (kind == lock_recipe::election) return election->is_leader();
     if (kind == lock_recipe::semaphore) return leases->held();
@@ -319,7 +325,14 @@ asio::awaitable<void> expect_no_second_holder(zk::client& direct, lock_under_tes
 // After a successful acquire: our node is there, owned by our live session, and nobody else can hold.
 asio::awaitable<void> expect_held(zk::client& zk, zk::client& direct, lock_under_test& l, std::string path,
                                   plan p) {
-  BOOST_TEST(l.held(), "acquire succeeded but held() is false");
+  if (!l.held()) {
+    // The fault dropped the connection just after the step that decided the
+    // grant was answered: under the standard policy a hold lost at once,
+    // which must have been told (a silent !held() fails here).
+    BOOST_TEST(l.loss().lost(), "acquire succeeded, held() is false and no loss was told");
+    BOOST_TEST_MESSAGE("lost right after the grant: " << l.loss().reason().message());
+    co_return;
+  }
   std::vector<std::int64_t> ours(1, zk.session_id());
   // The semaphore's hold is its lease (its `locks` node goes once the lease is
   // taken). Named first: g++ 12 destroys a conditional's temporary twice
