@@ -68,6 +68,7 @@ class watch {
   watch(const watch&) = delete;              ///< not copyable
   watch& operator=(const watch&) = delete;   ///< not copyable
 
+  /// The executor type: Asio's polymorphic I/O executor.
   using executor_type = asio::any_io_executor;
   /// The strand of the client that armed it last (none if never armed).
   executor_type get_executor() const noexcept { return executor_; }
