@@ -198,7 +198,7 @@ void redlock::start_unlock(handler0 handler, bool in_place) {
     impl->releasing = true;  // no acquire until it completes (see release_fanout::complete)
     if (!impl->options.auto_extend) {  // nothing to wait for
       impl->hold.end();
-      auto op = dlock::detail::make_shared_recycled<detail::release_fanout>(impl, impl->hold.token(), std::move(h), in_place);
+      auto op = std::make_shared<detail::release_fanout>(impl, impl->hold.token(), std::move(h), in_place);
       op->ends_release();
       return op->start();
     }
@@ -206,7 +206,7 @@ void redlock::start_unlock(handler0 handler, bool in_place) {
     // token is this hold's, taken now.
     impl->hold.end(asio::any_completion_handler<void(error_code)>(
         [impl, token = impl->hold.token(), h = std::move(h), in_place](error_code) mutable {
-          auto op = dlock::detail::make_shared_recycled<detail::release_fanout>(impl, std::move(token), std::move(h), in_place);
+          auto op = std::make_shared<detail::release_fanout>(impl, std::move(token), std::move(h), in_place);
           op->ends_release();
           op->start();
         }));

@@ -23,7 +23,6 @@
 #include "redlock_fanout.hpp"
 
 #include "detail/op_base.hpp"
-#include "detail/recycling_allocator.hpp"
 #include "redis/engine/acquire_machine.hpp"
 #include "redis/engine/replies.hpp"
 #include "redis/token.hpp"
@@ -220,7 +219,7 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
       case kind::send_attempt:
         owner_->resend_unsettled_cleanups();  // ahead of this attempt's SETs, on the same connections
         ++attempts_;
-        current_ = dlock::detail::make_shared_recycled<acquire_attempt>(owner_, shared_from_this());
+        current_ = std::make_shared<acquire_attempt>(owner_, shared_from_this());
         return current_->start();
       case kind::pause:
         pause_.expires_after(action.pause);
@@ -358,7 +357,7 @@ void acquire_attempt::written_back(error_code ec) {
 
 void start_acquire(std::shared_ptr<redlock_impl> owner, handler0 handler, bool retry,
                    std::optional<milliseconds> wait, bool in_place) {
-  auto op = dlock::detail::make_shared_recycled<lock_op>(owner, std::move(handler), retry, wait, in_place);
+  auto op = std::make_shared<lock_op>(owner, std::move(handler), retry, wait, in_place);
   op->bind_cancellation();
   dlock::detail::dispatch_here(owner->executor, [op = std::move(op)] { op->start(); });
 }

@@ -88,15 +88,15 @@ void redlock_impl::begin_hold(std::string_view token, redlock_clock::time_point 
 }
 
 void redlock_impl::release_in_background() {
-  dlock::detail::make_shared_recycled<release_fanout>(shared_from_this(), hold.token())->start();
+  std::make_shared<release_fanout>(shared_from_this(), hold.token())->start();
 }
 
 void redlock_impl::release_in_background(std::string_view t) {
-  dlock::detail::make_shared_recycled<release_fanout>(shared_from_this(), t)->start();
+  std::make_shared<release_fanout>(shared_from_this(), t)->start();
 }
 
 void redlock_impl::release_in_background(std::string_view t, std::size_t master) {
-  dlock::detail::make_shared_recycled<release_fanout>(shared_from_this(), t)->start(master);
+  std::make_shared<release_fanout>(shared_from_this(), t)->start(master);
 }
 
 void redlock_impl::note_unsettled(std::size_t master, std::string attempt_token, error_code why) {

@@ -11,7 +11,6 @@
 #include "detail/completion.hpp"
 #include "detail/observed_lock.hpp"
 #include "detail/op_base.hpp"
-#include "detail/recycling_allocator.hpp"
 #include "redis/engine/scripts.hpp"
 
 #include <boost/asio/steady_timer.hpp>
