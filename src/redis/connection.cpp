@@ -58,12 +58,14 @@ namespace {
 // every master: those connections take their deadlines from it too.
 thread_local const clock::time_point* handing_out_since = nullptr;
 
-// The bytes of a write are staged in one buffer per thread, shared by its
-// connections, and written at once; only what a socket does not take is
-// copied into the connection's own. With many connections, each one's own
-// buffer would be cold by its next write, and copying a batch into it
-// would miss the cache on every line.
-std::string& staging_buffer() {
+// The speed trick (DLOCK_SPEED_TRICKS): the bytes of a write are staged in
+// one buffer per thread, shared by its connections, and written at once;
+// only what a socket does not take is copied into the connection's own.
+// With many connections, each one's own buffer would be cold by its next
+// write, and copying a batch into it would miss the cache on every line.
+// Without the trick, each connection stages into a buffer of its own.
+std::string& staging_buffer(std::string& own) {
+  if constexpr (!speed_tricks) return own;
   thread_local std::string buffer;
   return buffer;
 }
@@ -93,12 +95,12 @@ class connection_impl::hand_out_scope {
         session_(session),
         outer_(std::exchange(handing_out_since, read_at)),
         outer_connection_(std::exchange(handing_out_connection, &c)) {
-    c_.dispatching_replies_ = true;
+    c_.plan_.on_hand_out_begins();
   }
   ~hand_out_scope() {
     handing_out_since = outer_;
     handing_out_connection = outer_connection_;
-    c_.dispatching_replies_ = false;
+    c_.plan_.on_hand_out_ends();
     if (!finished_) c_.resume_hand_out_later(session_);
   }
   hand_out_scope(const hand_out_scope&) = delete;
@@ -121,7 +123,7 @@ clock::time_point recent_now() noexcept { return handing_out_since ? *handing_ou
 // without a command timeout.
 clock::time_point connection_impl::deadline_base() const {
   if (!mux_.timed()) return {};
-  if (dispatching_replies_) return mux_.last_read();
+  if (plan_.handing_out()) return mux_.last_read();
   if (!handing_out_since) return clock::now();
   // Another connection's reading, maybe older than this one's last read on
   // another thread: never before it, or the silence check would take this
@@ -129,28 +131,22 @@ clock::time_point connection_impl::deadline_base() const {
   return std::max(*handing_out_since, mux_.last_read());
 }
 
-// The write starts after the handlers already queued have run, so commands
-// issued together share one write. Commands issued while a read hands out
-// replies go out when it ends (see on_read), without a trip through the queue:
-// this connection's own, and those of every other connection on the same
-// executor (a Redlock reply's continuation writes to every master). That
-// saves a post and a scheduler pass per master and round, which Asio pays
-// in epoll_wait calls (RESULTS.md: about a quarter of them on Redlock).
+// Who writes, and when: see conn/write_plan.hpp.
 void connection_impl::schedule_write() {
-  if (!mux_.wants_write() || write_scheduled_) return;
-  if (dispatching_replies_) {
-    write_wanted_ = true;
-    return;
+  if (!mux_.wants_write()) return;
+  auto* other = handing_out_connection;
+  bool other_handing_out = other && other != this && other->executor_ == executor_;
+  switch (plan_.on_queued(other_handing_out)) {
+    case write_plan::action::none: return;
+    case write_plan::action::leave_with_hand_out:
+      other->deferred_writes_.emplace_back(shared_from_this(), session_);
+      return;
+    case write_plan::action::post:
+      asio::post(executor_, [self = shared_from_this(), session = session_] {
+        self->plan_.on_due_write_runs();
+        if (session == self->session_) self->start_write();
+      });
   }
-  write_scheduled_ = true;
-  if (handing_out_connection && handing_out_connection->executor_ == executor_) {
-    handing_out_connection->deferred_writes_.emplace_back(shared_from_this(), session_);
-    return;
-  }
-  asio::post(executor_, [self = shared_from_this(), session = session_] {
-    self->write_scheduled_ = false;
-    if (session == self->session_) self->start_write();
-  });
 }
 
 // Installed by the initiating function, so a cancellation emitted before the
@@ -174,13 +170,14 @@ void connection_impl::abandon(const request_handle& handle) {
 // completion has to go round the scheduler. What is left goes asynchronously.
 // TLS records are written by the stream, always asynchronously.
 void connection_impl::start_write() {
-  if (tls_) {
-    if (mux_.prepare_write() > 0) do_write();
-    return;
-  }
-  std::string& staging = staging_buffer();
+  std::string& staging = staging_buffer(own_staging_);
   staging.clear();
-  if (mux_.prepare_write_into(staging) == 0) return;
+  if (mux_.prepare_write(staging) == 0) return;
+  if (tls_) {
+    mux_.keep_unwritten(staging);
+    release_staging_buffer(staging);
+    return do_write();
+  }
   error_code ec;
   std::size_t n = socket_.write_some(asio::buffer(staging), ec);
   bool blocked = ec == asio::error::would_block || ec == asio::error::try_again;
@@ -274,8 +271,7 @@ void connection_impl::hand_out_read(std::uint64_t session, clock::time_point rea
   if (session != session_) return;  // a continuation closed the connection
   // The commands the replies led to leave before the read is re-armed: that
   // read usually finds nothing yet, and they need not wait for it.
-  if (write_wanted_) {
-    write_wanted_ = false;
+  if (plan_.take_wanted()) {
     start_write();
     if (session != session_) return;  // the write failed: the connection was lost
   }
@@ -291,7 +287,7 @@ void connection_impl::resume_hand_out_later(std::uint64_t session) noexcept {
   } catch (...) {
     // Nothing can be queued (no memory): at least the connections that left
     // their writes here schedule their next ones themselves.
-    for (auto& deferred : deferred_writes_) deferred.first->write_scheduled_ = false;
+    for (auto& deferred : deferred_writes_) deferred.first->plan_.on_due_write_runs();
     deferred_writes_.clear();
   }
 }
@@ -305,7 +301,7 @@ void connection_impl::resume_hand_out(std::uint64_t session) {
 // The writes other connections left with this hand-out; one write each.
 void connection_impl::write_deferred() {
   for (auto& [other, session] : deferred_writes_) {
-    other->write_scheduled_ = false;
+    other->plan_.on_due_write_runs();
     if (session == other->session_) other->start_write();
   }
   deferred_writes_.clear();
@@ -379,7 +375,7 @@ void connection_impl::lose(error_code why) {
 // whatever broke (it may or may not have run), or closed after close().
 void connection_impl::tear_down(error_code pending_error) {
   ++session_;
-  write_wanted_ = false;
+  plan_.on_session_end();
   settled_.clear();
   bool had_pending = mux_.reset(settled_);
   error_code ignored;

@@ -125,7 +125,7 @@ namespace {
 
 void set_command(request& r, encoded_command cmd) {
   r.wire = std::move(cmd.wire);
-  r.script = std::move(cmd.script);
+  r.run_script(std::move(cmd.script));
   r.tail_offset = static_cast<std::uint32_t>(cmd.tail_offset);
   r.replies = cmd.replies;
 }
@@ -133,11 +133,11 @@ void set_command(request& r, encoded_command cmd) {
 // A fan-out sends one encoded command to every master: each request borrows
 // its bytes (the fan-out, their sink, keeps them while they are owed) rather
 // than copying them into a buffer of its own, which would be cold by then.
-// Its script too: the request's pointer takes no share (no count to touch),
-// as the multiplexer reads it only while the request is owed.
+// Its script too: a plain pointer, no share (no count to touch), as the
+// multiplexer reads it only while the request is owed.
 void borrow_command(request& r, const inline_command& cmd) {
   r.borrowed = cmd.bytes();
-  r.script = std::shared_ptr<const script::data>(std::shared_ptr<const script::data>(), cmd.script.get());
+  r.script = cmd.script.get();
   r.tail_offset = cmd.tail_offset;
 }
 

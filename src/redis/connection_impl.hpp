@@ -7,6 +7,7 @@
 #include "redis/conn/lifecycle.hpp"
 #include "redis/conn/multiplexer.hpp"
 #include "redis/conn/request.hpp"
+#include "redis/conn/write_plan.hpp"
 #include "reply_parser.hpp"
 
 #include <dlock/limits.hpp>
@@ -34,6 +35,16 @@ class stream;
 namespace dlock::redis::detail {
 
 using tls_stream = asio::ssl::stream<asio::ip::tcp::socket&>;
+
+/// The connection's speed tricks, on unless built with
+/// -DDLOCK_SPEED_TRICKS=OFF: writes left with another connection's reply
+/// hand-out (conn/write_plan.hpp) and one staging buffer per thread
+/// (connection.cpp). Off, every connection posts and stages its own writes.
+#ifdef DLOCK_NO_SPEED_TRICKS
+inline constexpr bool speed_tricks = false;
+#else
+inline constexpr bool speed_tricks = true;
+#endif
 
 // A command already encoded, for sending one command to many connections.
 struct encoded_command {
@@ -223,11 +234,8 @@ class connection_impl : public reply_sink, public std::enable_shared_from_this<c
   connection_stats stats_;  // writes and connects (the multiplexer counts the rest)
   connection_state state_ = connection_state::disconnected;  // as last published
   std::uint64_t session_ = 0;  // bumped per session and at its end: late callbacks of old ones are ignored
-  bool write_scheduled_ = false;
-  // Set while on_read hands out replies: commands their continuations issue
-  // wait for the end of the read and leave together in one write.
-  bool dispatching_replies_ = false;
-  bool write_wanted_ = false;
+  write_plan plan_{speed_tricks};
+  std::string own_staging_;  // without the speed trick: the write's bytes, staged
   // Other connections on this executor given commands while this one handed
   // out replies: written when the hand-out ends (reused).
   std::vector<std::pair<std::shared_ptr<connection_impl>, std::uint64_t>> deferred_writes_;

@@ -36,7 +36,6 @@ request_ptr multiplexer::make_request() {
   if (spare_.empty()) return std::make_shared<request>();
   request_ptr r = std::move(spare_.back());
   spare_.pop_back();
-  if (!spare_.empty()) spare_.back()->prefetch();  // the next one, for the next command
   return r;
 }
 
@@ -47,7 +46,8 @@ void multiplexer::recycle(request_ptr r) {
   if (r.use_count() != 1 || spare_.size() >= max_spares) return;
   if (r->uses_wire()) r->wire.clear();  // a borrowing request leaves its cold end alone
   r->borrowed = {};
-  r->script.reset();
+  r->script = nullptr;
+  r->script_share.reset();
   r->tail_offset = 0;
   r->replies = 1;
   r->deadline = clock::time_point::max();
@@ -68,13 +68,7 @@ bool multiplexer::abandon(request& r, std::uint32_t generation) noexcept {
 
 // ---- writing ----
 
-std::size_t multiplexer::prepare_write() {
-  if (writing_) return 0;
-  out_.clear();
-  return stage(out_);
-}
-
-std::size_t multiplexer::prepare_write_into(std::string& out) {
+std::size_t multiplexer::prepare_write(std::string& out) {
   if (writing_) return 0;
   return stage(out);
 }
@@ -89,9 +83,7 @@ std::size_t multiplexer::stage(std::string& out) {
     r->replies_left = r->replies;
     commands_ += r->replies;
   };
-  // Requests were made a while ago: fetched two ahead (see detail/prefetch.hpp).
-  auto ahead = [](const request_ptr& r) { r->prefetch(); };
-  std::size_t n = queue_.stage_each(skip, on_staged, ahead);
+  std::size_t n = queue_.stage_each(skip, on_staged);
   if (n == 0) return 0;
   writing_ = true;
   return n;
@@ -158,19 +150,9 @@ bool multiplexer::resend_as_eval(request_ptr& r) {
 
 // ---- reading ----
 
-// The next replies' requests and sinks are fetched ahead, as a pipeline:
-// the request after next, and the next one's sink (its request was fetched
-// at the previous reply). Written a round trip ago, they are cold.
-void multiplexer::prefetch_next_answers() const noexcept {
-  auto [next, after_next] = queue_.next_in_flight();
-  if (after_next) (*after_next)->prefetch();
-  if (next) (*next)->target.prefetch_sink();
-}
-
 multiplexer::answer multiplexer::on_reply(const reply& r) {
   const request_ptr* oldest = queue_.oldest_in_flight();
   if (!oldest) return {answer::kind::unexpected, nullptr, {}};
-  prefetch_next_answers();
   ++replies_;
   if ((*oldest)->replies_left > 1) {  // a MULTI block's reply before EXEC's
     --(*oldest)->replies_left;

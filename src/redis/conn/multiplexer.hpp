@@ -38,21 +38,19 @@ class multiplexer {
   // ---- writing: one write at a time, everything waiting goes in it ----
   /// Requests wait and no write is in progress.
   bool wants_write() const noexcept { return !writing_ && queue_.has_waiting(); }
-  /// Stages every waiting owed request into one buffer (a script as EVAL on
-  /// its first use on this session, else EVALSHA). Returns how many (0:
-  /// nothing to write, or a write is in progress).
-  std::size_t prepare_write();
-  std::string_view unwritten() const noexcept { return std::string_view(out_).substr(written_); }
-  /// `n` more bytes went out; true once the whole batch did (the write ends).
-  bool commit_write(std::size_t n) noexcept;
-  /// The same staging, appended to the caller's `out`, for a caller that
-  /// writes it at once and hands back what the socket did not take with
-  /// keep_unwritten(): the bytes of most writes then never touch this
+  /// Stages every waiting owed request, appended to the caller's `out` (a
+  /// script as EVAL on its first use on this session, else EVALSHA).
+  /// Returns how many (0: nothing to write, or a write is in progress). The
+  /// caller writes `out` at once and hands back, with keep_unwritten(), what
+  /// the socket did not take: the bytes of most writes then never touch this
   /// connection's own buffer (see connection.cpp).
-  std::size_t prepare_write_into(std::string& out);
-  /// What is left of a write from the caller's buffer becomes the write in
-  /// progress, unwritten(); true when nothing is (the write ends).
+  std::size_t prepare_write(std::string& out);
+  /// What is left of the staged write becomes the write in progress,
+  /// unwritten(); true when nothing is (the write ends).
   bool keep_unwritten(std::string_view rest);
+  std::string_view unwritten() const noexcept { return std::string_view(out_).substr(written_); }
+  /// `n` more bytes of unwritten() went out; true once all did (the write ends).
+  bool commit_write(std::size_t n) noexcept;
 
   // ---- reading ----
   struct answer {
@@ -97,7 +95,6 @@ class multiplexer {
 
  private:
   std::size_t stage(std::string& out);
-  void prefetch_next_answers() const noexcept;
   bool script_loaded(const script::data& s) const noexcept;
   void choose_script_form(request& r);
   bool resend_as_eval(request_ptr& r);

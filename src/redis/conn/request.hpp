@@ -5,7 +5,6 @@
 #pragma once
 
 #include "detail/op_base.hpp"
-#include "detail/prefetch.hpp"
 
 #include <dlock/config.hpp>
 #include <dlock/redis/error.hpp>
@@ -15,6 +14,7 @@
 #include <boost/asio/any_completion_handler.hpp>
 #include <boost/asio/any_io_executor.hpp>
 
+#include <cassert>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -67,11 +67,6 @@ class completion_target {
     op_.hook_cancellation(executor, std::move(on_cancel), dlock::detail::forwarding::dispatch);
   }
   void complete(completion how, const asio::any_io_executor& fallback, error_code ec, reply&& value);
-  /// Fetches the first lines of the sink, if any, ahead of its answer (a
-  /// fan-out reads its state near its start).
-  void prefetch_sink() const noexcept {
-    if (sink_) dlock::detail::prefetch<4 * dlock::detail::cache_line>(sink_.get());
-  }
   void clear() noexcept {
     if (std::exchange(handler_set_, false)) op_.clear();  // a sink's request never touches op_
     sink_.reset();
@@ -93,12 +88,6 @@ class completion_target {
 };
 
 struct request {
-  // A command a sink is owed the answer of (every Redlock command) touches
-  // only what comes before `wire`, about two cache lines with the count's
-  // block in front: sending, staging, answering, completing and recycling
-  // it read and write nothing else. 64 clients' requests in flight must
-  // share the cache.
-
   // A completion is owed: set with the target, cleared once by settle() when
   // it is decided (answered, refused, abandoned, timed out, lost). A request
   // no longer owed is skipped if unwritten and its reply dropped if written.
@@ -116,8 +105,10 @@ struct request {
   // lives as long as it is owed one, and read only then (staged, resent).
   // Empty: the request's own `wire`.
   std::string_view borrowed;
-  // With borrowed bytes, the sink's script, held without a share.
-  std::shared_ptr<const redis::script::data> script;
+  // The script the command runs, if any: the request's own share of it, or
+  // with borrowed bytes the sink's (read, as the bytes, only while owed).
+  const redis::script::data* script = nullptr;
+  std::shared_ptr<const redis::script::data> script_share;
   clock::time_point deadline = clock::time_point::max();
   completion_target target;  // a sink's part first, a handler's after it
   // The request's own RESP bytes: its command (the EVALSHA form for a
@@ -127,9 +118,6 @@ struct request {
 
   /// `wire` holds the bytes written (else it is empty).
   bool uses_wire() const noexcept { return borrowed.empty() || use_eval; }
-  /// Fetches what every step touches ahead of it: the fields before `wire`,
-  /// and the shared count's block just in front of them (make_shared).
-  void prefetch() const noexcept;
 
   void answer_to(handler_type handler, bool in_place) {
     target.set(std::move(handler), in_place);
@@ -139,9 +127,15 @@ struct request {
     target.set(std::move(sink), index, in_place);
     owed = true;
   }
+  void run_script(std::shared_ptr<const redis::script::data> s) noexcept {
+    script = s.get();
+    script_share = std::move(s);
+  }
   // What to write: the EVAL form once built, else the command, borrowed or own.
   std::string_view bytes() const noexcept {
-    return uses_wire() ? std::string_view(wire) : borrowed;
+    if (uses_wire()) return wire;
+    assert(owed && "borrowed bytes are read only while the sink is owed an answer, which keeps them");
+    return borrowed;
   }
   // True the first time only: the caller then completes it.
   bool settle() noexcept {
@@ -151,16 +145,6 @@ struct request {
   }
 };
 using request_ptr = std::shared_ptr<request>;
-
-// `wire` is the last member: what comes before it is the hot part.
-// make_shared's count block sits in front of it: 16 bytes in libstdc++, 24 in
-// libc++; 32 covers either without naming one (a hint: a wrong guess costs a
-// miss, never a fault).
-inline void request::prefetch() const noexcept {
-  constexpr std::size_t count_block = 32;
-  constexpr std::size_t hot = sizeof(request) - sizeof(std::string);
-  dlock::detail::prefetch<count_block + hot>(reinterpret_cast<const char*>(this) - count_block);
-}
 
 // A request as it was when sent: it may since have completed and been reused.
 struct request_handle {

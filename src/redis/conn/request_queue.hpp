@@ -25,25 +25,12 @@ class request_queue {
   std::size_t size() const noexcept { return waiting_.size() + in_flight_.size(); }
   /// The oldest request written and not yet answered (abandoned or not), or null.
   const Ptr* oldest_in_flight() const noexcept { return in_flight_.empty() ? nullptr : &in_flight_.front(); }
-  /// The in-flight requests one and two places after the oldest (null where none).
-  std::pair<const Ptr*, const Ptr*> next_in_flight() const noexcept {
-    auto it = in_flight_.begin(), end = in_flight_.end();
-    if (it == end || ++it == end) return {nullptr, nullptr};
-    const Ptr* next = &*it;
-    return {next, ++it == end ? nullptr : &*it};
-  }
-
   /// Moves every waiting request (but the skipped) to the in-flight FIFO,
   /// calling `on_staged(p)` on each, in order. Returns how many were staged.
-  /// `ahead(p)` sees each request `lead` places before it is staged (a
-  /// prefetch hint; it must not change anything).
-  template <class Skip, class OnStaged, class Ahead>
-  std::size_t stage_each(Skip skip, OnStaged on_staged, Ahead ahead, std::size_t lead = 2) {
+  template <class Skip, class OnStaged>
+  std::size_t stage_each(Skip skip, OnStaged on_staged) {
     std::size_t staged = 0;
-    auto next_ahead = waiting_.begin();  // iterators: a deque's operator[] divides
-    for (std::size_t i = 0; i < lead && next_ahead != waiting_.end(); ++i) ++next_ahead;
     for (auto& p : waiting_) {
-      if (next_ahead != waiting_.end()) ahead(std::as_const(*next_ahead++));
       if (skip(p)) continue;
       on_staged(p);
       in_flight_.push_back(std::move(p));
@@ -51,10 +38,6 @@ class request_queue {
     }
     waiting_.clear();
     return staged;
-  }
-  template <class Skip, class OnStaged>
-  std::size_t stage_each(Skip skip, OnStaged on_staged) {
-    return stage_each(skip, on_staged, [](const Ptr&) {}, 0);
   }
   /// The same, appending each to `batch`.
   template <class Skip>

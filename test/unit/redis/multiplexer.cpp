@@ -55,9 +55,9 @@ request_ptr add_block(multiplexer& m, std::string wire, std::uint32_t replies) {
 
 // Writes the whole staged batch in one go; returns its bytes.
 std::string write_all(multiplexer& m) {
-  if (m.prepare_write() == 0) return {};
-  std::string out(m.unwritten());
-  BOOST_TEST(m.commit_write(out.size()));
+  std::string out;
+  if (m.prepare_write(out) == 0) return {};
+  BOOST_TEST(m.keep_unwritten({}));
   return out;
 }
 
@@ -67,7 +67,7 @@ request_ptr add_script(multiplexer& m, const redis::script& s, std::string key) 
   auto r = make(m, "*3\r\n$7\r\nEVALSHA\r\n$40\r\n" + s.shared()->sha1 + "\r\n");
   r->tail_offset = r->wire.size();
   r->wire += tail.body();
-  r->script = s.shared();
+  r->run_script(s.shared());
   m.add(r, t0);
   return r;
 }
@@ -91,10 +91,13 @@ BOOST_AUTO_TEST_CASE(everything_waiting_leaves_in_one_write_and_replies_match_in
   auto a = add(m, "A");
   auto b = add(m, "B");
   BOOST_TEST(m.wants_write());
-  BOOST_TEST(m.prepare_write() == 2u);
+  std::string staged;
+  BOOST_TEST(m.prepare_write(staged) == 2u);
+  BOOST_TEST(!m.keep_unwritten(staged));  // nothing went out at once
   BOOST_TEST(m.unwritten() == "AB");
   auto c = add(m, "C");  // issued during the write: waits for the next one
-  BOOST_TEST(m.prepare_write() == 0u);
+  std::string more;
+  BOOST_TEST(m.prepare_write(more) == 0u);
   BOOST_TEST(!m.wants_write());
   BOOST_TEST(!m.commit_write(1));  // a short write: the rest goes next
   BOOST_TEST(m.unwritten() == "B");
@@ -289,7 +292,7 @@ BOOST_AUTO_TEST_CASE(a_borrowed_command_is_written_from_its_owner_and_forgotten_
   auto r = make(m, "");
   r->borrowed = owner;
   r->tail_offset = head.size();
-  r->script = s.shared();
+  r->script = s.shared().get();  // the sink's, borrowed
   auto* object = r.get();
   m.add(r, t0);
   BOOST_TEST(write_all(m) == owner);
@@ -396,19 +399,19 @@ BOOST_AUTO_TEST_CASE(a_write_staged_in_the_callers_buffer_keeps_only_what_was_no
   auto b = add(m, "BB");
   std::string staging = "stale";
   staging.clear();
-  BOOST_TEST(m.prepare_write_into(staging) == 2u);
+  BOOST_TEST(m.prepare_write(staging) == 2u);
   BOOST_TEST(staging == "ABB");
   BOOST_TEST(m.unwritten().empty());  // the connection's own buffer is untouched
   add(m, "C");  // issued during the write: waits for the next one
   std::string again;
-  BOOST_TEST(m.prepare_write_into(again) == 0u);
+  BOOST_TEST(m.prepare_write(again) == 0u);
   BOOST_TEST(!m.keep_unwritten(std::string_view(staging).substr(1)));  // one byte went out
   BOOST_TEST(m.unwritten() == "BB");
   BOOST_TEST(!m.wants_write());
   BOOST_TEST(m.commit_write(2));
   BOOST_TEST(m.wants_write());
   std::string next;
-  BOOST_TEST(m.prepare_write_into(next) == 1u);
+  BOOST_TEST(m.prepare_write(next) == 1u);
   BOOST_TEST(next == "C");
   BOOST_TEST(m.keep_unwritten({}));  // all of it went out: the write ended
   BOOST_TEST(m.commands_written() == 3u);
@@ -423,7 +426,7 @@ BOOST_AUTO_TEST_CASE(a_loss_after_a_short_write_from_the_callers_buffer_forgets_
   multiplexer m(0ms);
   auto a = add(m, "AAAA");
   std::string staging;
-  BOOST_TEST(m.prepare_write_into(staging) == 1u);
+  BOOST_TEST(m.prepare_write(staging) == 1u);
   BOOST_TEST(!m.keep_unwritten(std::string_view(staging).substr(2)));
   std::vector<request_ptr> failed;
   m.reset(failed);
@@ -432,7 +435,7 @@ BOOST_AUTO_TEST_CASE(a_loss_after_a_short_write_from_the_callers_buffer_forgets_
   BOOST_TEST(!m.wants_write());
   add(m, "B");
   std::string after;
-  BOOST_TEST(m.prepare_write_into(after) == 1u);  // a new session writes from scratch
+  BOOST_TEST(m.prepare_write(after) == 1u);  // a new session writes from scratch
   BOOST_TEST(after == "B");
 }
 
@@ -445,7 +448,9 @@ BOOST_AUTO_TEST_CASE(a_loss_mid_pipeline_fails_written_and_unwritten_requests_on
   m.on_reply(redis::reply::make_status("OK"));
   m.abandon(*abandoned, abandoned->generation);
   auto waiting = add(m, "D");
-  m.prepare_write();  // a write in progress, cut short
+  std::string staged;
+  m.prepare_write(staged);
+  m.keep_unwritten(staged);  // a write in progress, cut short
   auto unwritten = add(m, "E");
   std::vector<request_ptr> failed;
   BOOST_TEST(m.reset(failed));  // requests were pending: close with an RST
