@@ -31,15 +31,13 @@ error_code not_extendable(const redlock_impl& owner) {
 }
 
 /// Compare-and-PEXPIRE on every master, decided at the majority.
-class extend_op final : public fanout {
+class extend_op final : public round_fanout {
  public:
   extend_op(std::shared_ptr<redlock_impl> owner, milliseconds ttl, handler0 handler)
-      : fanout(std::move(owner)),
-        round_(owner_->masters.size(), ttl, owner_->hold_drift(), redlock_clock::now()),
+      : round_fanout(owner, round_kind::extend, ttl, redlock_clock::now(), false),
         ttl_(ttl),
         hold_id_(owner_->hold.id()),
-        op_(std::move(handler)),
-        report_(*owner_, round_kind::extend) {}
+        op_(std::move(handler)) {}
 
   void start() {
     auto ttl = std::to_string(ttl_.count());
@@ -49,42 +47,26 @@ class extend_op final : public fanout {
   }
 
  private:
-  void on_answer(std::size_t index, error_code ec, const reply& answer) override {
-    auto outcome = ec ? master_outcome::failed
-                 : (answer.is_integer() && answer.integer() == 1) ? master_outcome::ok
-                                                                  : master_outcome::taken;
-    bool was_decided = round_.decided();
-    round_.record(index, outcome, redlock_clock::now());
-    report_.answered(index, outcome, ec, round_.start());
-    if (!was_decided && round_.decided()) decided();
-  }
-  void on_deadline() override {
-    bool was_decided = round_.decided();
-    round_.time_out_pending(redlock_clock::now());
-    report_.time_out_pending(round_.start());
-    if (!was_decided) decided();
-  }
-  void on_all_answered() override { report_.settled(*owner_); }
-  void decided() {
-    report_.decided(round_.failure(), round_.start());
+  std::string_view round_token() const noexcept override { return owner_->hold.token(); }
+  void decided() override {
+    const auto& round = attempt_.round();
+    report_.decided(round.failure(), round.start());
     if (owner_->hold.id() != hold_id_ || !owner_->hold.held())
       return complete(not_extendable(*owner_));  // released or lost meanwhile
-    owner_->note_outcomes(round_);
-    if (round_.state() == round_state::acquired) {
-      owner_->hold.renew(round_.start(), ttl_);
+    owner_->note_outcomes(round);
+    if (round.state() == round_state::acquired) {
+      owner_->hold.renew(round.start(), ttl_);
       return complete(error_code{});
     }
-    owner_->hold.extension_failed(round_.failure());
+    owner_->hold.extension_failed(round.failure());
     owner_->hold.lose(make_error_code(dlock::error::lost));
     complete(dlock::error::lost);
   }
   void complete(error_code ec) { op_.complete(dlock::detail::completion::dispatch, owner_->executor, ec); }
 
-  redlock_round round_;
   milliseconds ttl_;
   std::uint64_t hold_id_;
   dlock::detail::op_base<void(error_code)> op_;
-  round_report report_;
 };
 
 }  // namespace

@@ -24,7 +24,6 @@
 
 #include "detail/op_base.hpp"
 #include "redis/engine/acquire_machine.hpp"
-#include "redis/engine/replies.hpp"
 #include "redis/token.hpp"
 
 #include <dlock/log.hpp>
@@ -45,57 +44,12 @@ using kind = acquire_action::kind;
 
 class lock_op;
 
-/// Step 4's write-back: max(counter, token) on the masters behind the token.
-/// It reports as soon as `needed` of them confirmed (or that they cannot);
-/// without a report function it only raises them, in the background.
-class fencing_write_back final : public fanout {
- public:
-  using report_function = std::function<void(error_code)>;
-  fencing_write_back(std::shared_ptr<redlock_impl> owner, std::int64_t token, std::size_t needed,
-                     report_function report)
-      : fanout(std::move(owner)), token_(token), needed_(needed), report_(std::move(report)) {}
-
-  void send_to(std::size_t index) {
-    if (!has_command()) {
-      auto text = std::to_string(token_);
-      set_command(fencing_write_back_script(), {owner_->counter_key}, {text});
-    }
-    ++asked_;
-    send(index);
-  }
-  void start() {
-    if (asked_ < needed_) return finish(dlock::error::no_quorum);
-    arm_deadline();
-  }
-
- private:
-  void on_answer(std::size_t, error_code ec, const reply& answer) override {
-    auto counter = ec ? std::nullopt : integer_value(answer);
-    if (counter && *counter >= token_) ++confirmed_;
-    else ++failed_;
-    if (confirmed_ >= needed_) finish({});
-    else if (asked_ - failed_ < needed_) finish(dlock::error::no_quorum);
-  }
-  void on_deadline() override { finish(dlock::error::no_quorum); }
-  void finish(error_code ec) {
-    if (auto report = std::exchange(report_, nullptr)) report(ec);
-  }
-
-  std::int64_t token_;
-  std::size_t needed_;
-  report_function report_;
-  std::size_t asked_ = 0, confirmed_ = 0, failed_ = 0;
-};
-
 /// Step 2 and 3: one attempt, `SET key token NX PX ttl` on every master,
-/// decided by a round.
-class acquire_attempt final : public fanout {
+/// decided by a round (what each answer asks is engine/attempt.hpp's).
+class acquire_attempt final : public round_fanout {
  public:
   acquire_attempt(std::shared_ptr<redlock_impl> owner, std::shared_ptr<lock_op> op)
-      : fanout(std::move(owner)),
-        report_(*owner_, round_kind::acquire),
-        round_(owner_->masters.size(), owner_->options.ttl, owner_->hold_drift(), recent_now(),
-               owner_->options.fencing),
+      : round_fanout(owner, round_kind::acquire, owner->options.ttl, recent_now(), owner->options.fencing),
         op_(std::move(op)),
         token_(make_token_text()) {}
 
@@ -111,33 +65,20 @@ class acquire_attempt final : public fanout {
     abandon_pending();
   }
 
-  const redlock_round& round() const noexcept { return round_; }
-  /// Won: the round, and with fencing the write-back, succeeded.
-  bool won() const noexcept { return round_.state() == round_state::acquired && !write_back_failure_; }
-  error_code failure() const noexcept { return write_back_failure_ ? write_back_failure_ : round_.failure(); }
+  const redlock_round& round() const noexcept { return attempt_.round(); }
+  bool won() const noexcept { return attempt_.won(); }
+  error_code failure() const noexcept { return attempt_.failure(); }
   std::string_view token() const noexcept { return token_.view(); }
 
  private:
-  void on_answer(std::size_t index, error_code ec, const reply& answer) override;
-  void on_deadline() override {
-    bool was_decided = round_.decided();
-    round_.time_out_pending(redlock_clock::now());
-    report_.time_out_pending(round_.start());
-    if (!was_decided) decided();
-  }
-  void on_all_answered() override { report_.settled(*owner_); }
-  void decided();
+  std::string_view round_token() const noexcept override { return token(); }
+  void decided() override;
   void write_back();
   void written_back(error_code ec);
   void set_attempt_command();
 
-  // What every answer reads first (the report is a null pointer unless observed).
-  round_report report_;
-  redlock_round round_;
   std::shared_ptr<lock_op> op_;
   token_text token_;  // fresh for every attempt
-  error_code write_back_failure_;
-  boost::container::small_vector<bool, 7> resent_;  // after NOSCRIPT, once per master
 };
 
 /// One acquire: the acquire machine's actions, until it holds the lock, gives
@@ -268,28 +209,6 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
   std::uint32_t attempts_ = 0;
 };
 
-struct classified {
-  master_outcome outcome;
-  std::int64_t counter = redlock_round::no_counter;
-};
-
-classified classify(error_code ec, const reply& answer, bool fencing) {
-  if (ec) return {master_outcome::failed};
-  if (fencing) {
-    auto fenced = interpret_redlock_fenced_set(answer);
-    if (fenced.outcome == set_outcome::unexpected) return {master_outcome::failed};
-    auto outcome = fenced.outcome == set_outcome::acquired ? master_outcome::ok : master_outcome::taken;
-    // A holder's counter at INT64_MAX leaves no larger token to take: such
-    // a master cannot vouch for ours (and counter + 1 would overflow).
-    if (outcome == master_outcome::taken && fenced.counter == std::numeric_limits<std::int64_t>::max())
-      return {master_outcome::failed};
-    return {outcome, fenced.counter};
-  }
-  if (answer.is_ok()) return {master_outcome::ok};
-  if (answer.is_nil()) return {master_outcome::taken};
-  return {master_outcome::failed};
-}
-
 void acquire_attempt::set_attempt_command() {
   const auto& o = owner_->options;
   auto ttl = std::to_string(o.ttl.count());
@@ -297,59 +216,32 @@ void acquire_attempt::set_attempt_command() {
   set_command({"SET", owner_->key, token(), "NX", "PX", ttl});
 }
 
-void acquire_attempt::on_answer(std::size_t index, error_code ec, const reply& answer) {
-  bool not_run = ec == redis::error::script_not_run || ec == redis::error::no_script;
-  if (not_run && !deadline_passed()) {  // the script did not run: send it again, once
-    resent_.resize(owner_->masters.size(), false);
-    if (!std::exchange(resent_[index], true)) return send(index);
-  }
-  bool was_decided = round_.decided();
-  auto answered = classify(ec, answer, owner_->options.fencing);
-  report_.answered(index, answered.outcome, ec, round_.start());
-  // The time of a deciding answer must not be early: validity is measured
-  // to it. A decided round takes no more times (the late ones are free).
-  round_.record(index, answered.outcome, was_decided ? redlock_clock::time_point() : redlock_clock::now(),
-                answered.counter);
-  if (!was_decided && round_.decided()) return decided();
-  // A counter behind the token of a won round, answered after the decision: raise it too.
-  if (was_decided && round_.state() == round_state::acquired && round_.behind(index)) {
-    auto raise = std::make_shared<fencing_write_back>(owner_, round_.fencing_token(), 0, nullptr);
-    raise->send_to(index);
-    raise->start();
-  }
-  // A yes after the round failed: release it again (this attempt's token,
-  // which no other attempt uses).
-  if (round_.needs_late_release(index)) owner_->release_in_background(token(), index);
-}
-
 void acquire_attempt::decided() {
-  owner_->note_outcomes(round_);
-  report_.decided(round_.failure(), round_.start());
-  if (round_.state() == round_state::acquired && owner_->options.fencing) return write_back();
+  owner_->note_outcomes(round());
+  report_.decided(round().failure(), round().start());
+  if (round().state() == round_state::acquired && owner_->options.fencing) return write_back();
   if (op_) op_->on_decided(*this);
 }
 
 // Step 4: the masters behind the token are raised to it. The hold begins once
 // a majority holds it; the ones beyond that are raised in the background.
 void acquire_attempt::write_back() {
-  auto at_token = round_.at_token(), quorum = round_.quorum();
-  bool wait = at_token < quorum;
+  auto needed = attempt_.write_back_needed();
   fencing_write_back::report_function report;
-  if (wait) {
+  if (needed > 0) {
     auto self = std::static_pointer_cast<acquire_attempt>(shared_from_this());
     report = [self](error_code ec) { self->written_back(ec); };
   }
-  auto raise = std::make_shared<fencing_write_back>(owner_, round_.fencing_token(), wait ? quorum - at_token : 0,
+  auto targets = attempt_.write_back_targets();
+  auto raise = std::make_shared<fencing_write_back>(owner_, round().fencing_token(), needed, targets.size(),
                                                     std::move(report));
-  for (std::size_t i = 0; i < owner_->masters.size(); ++i)
-    if (round_.behind(i)) raise->send_to(i);
+  for (auto master : targets) raise->send_to(master);
   raise->start();
-  if (!wait && op_) op_->on_decided(*this);
+  if (needed == 0 && op_) op_->on_decided(*this);
 }
 
 void acquire_attempt::written_back(error_code ec) {
-  if (!ec && round_.validity(redlock_clock::now()) <= milliseconds::zero()) ec = dlock::error::expired;
-  write_back_failure_ = ec;
+  attempt_.written_back(ec, redlock_clock::now());
   if (op_) op_->on_decided(*this);
 }
 

@@ -31,13 +31,13 @@ redlock_impl::redlock_impl(asio::any_io_executor ex, std::vector<std::shared_ptr
       observed(o.observer, masters.empty() || !masters[0] ? nullptr : masters[0]->get_options().observer, key,
                lock_kind::redlock),
       hold(executor, drift_rule{o.drift_factor, redlock_drift_extra}),  // as hold_drift()
+      unsettled(masters.size()),
       deadline_timer_(executor),
       random_(jitter_seed()) {
   hold.observe(&observed);
   if (o.stall) hold.watch_stalls(o.stall);
   else if (!masters.empty() && masters[0]) hold.watch_stalls(masters[0]->get_options().stall);
   names.reserve(masters.size());
-  awaiting_reconnection.assign(masters.size(), false);
   for (const auto& master : masters) {
     const auto& opts = master->get_options();
     names.push_back(opts.host + ':' + std::to_string(opts.port));
@@ -99,21 +99,19 @@ void redlock_impl::release_in_background(std::string_view t, std::size_t master)
   std::make_shared<release_fanout>(shared_from_this(), t)->start(master);
 }
 
+void redlock_impl::raise_counter(std::size_t master, std::int64_t token) {
+  auto raise = std::make_shared<fencing_write_back>(shared_from_this(), token, 0, 1, nullptr);
+  raise->send_to(master);
+  raise->start();
+}
+
 void redlock_impl::note_unsettled(std::size_t master, std::string attempt_token, error_code why) {
-  constexpr std::size_t most = 64;  // a bound: they expire with their TTL anyway
-  if (unsettled.size() >= most) return;
-  unsettled.push_back({master, std::move(attempt_token), redlock_clock::now() + options.ttl});
-  // A master that timed out waits for the next SET: resending at once would
-  // only pile more commands on a master that does not answer. One whose
-  // connection was down gets it once the connection is back, which may be
-  // already: decided by the error, not by the state seen now.
-  if (why != dlock::condition::connection_lost || awaiting_reconnection[master]) return;
-  awaiting_reconnection[master] = true;
+  if (!unsettled.note(master, std::move(attempt_token), why, redlock_clock::now(), options.ttl)) return;
   std::weak_ptr<redlock_impl> weak = weak_from_this();
   auto on_reconnected = [weak, master](error_code ec) {
     auto self = weak.lock();  // a redlock destroyed meanwhile sends nothing
     if (!self) return;
-    self->awaiting_reconnection[master] = false;
+    self->unsettled.reconnected(master);
     if (!ec) self->resend_unsettled_cleanups(master);
   };
   // On our executor: the master's connection may run on another.
@@ -126,13 +124,7 @@ void redlock_impl::resend_unsettled_cleanups() {
 }
 
 void redlock_impl::resend_unsettled_cleanups(std::size_t master) {
-  auto now = redlock_clock::now();
-  std::vector<unsettled_cleanup> pending;
-  auto is_this_master = [master](const unsettled_cleanup& c) { return c.master == master; };
-  std::copy_if(unsettled.begin(), unsettled.end(), std::back_inserter(pending), is_this_master);
-  std::erase_if(unsettled, is_this_master);
-  for (auto& c : pending)
-    if (c.give_up > now) release_in_background(c.token, c.master);  // noted again if it fails again
+  for (auto& token : unsettled.take(master, redlock_clock::now())) release_in_background(token, master);
 }
 
 void redlock_impl::cleanup_settled() {
@@ -320,6 +312,29 @@ void round_report::settled(const redlock_impl& owner) {
       {owner.observed.id(), votes_->kind, votes_->decision, votes_->decided_after, votes_->of_master});
 }
 
+// ---------------------------------------------------------------- round_fanout
+
+round_fanout::round_fanout(std::shared_ptr<redlock_impl> owner, round_kind kind, milliseconds ttl,
+                           redlock_clock::time_point start, bool fencing)
+    : fanout(std::move(owner)),
+      report_(*owner_, kind),
+      attempt_(kind, owner_->masters.size(), ttl, owner_->hold_drift(), start, fencing) {}
+
+void round_fanout::on_answer(std::size_t index, error_code ec, const reply& answer) {
+  auto reaction = attempt_.on_answer(index, ec, answer, redlock_clock::now(), deadline_passed());
+  if (reaction.resend) return send(index);
+  report_.answered(index, reaction.outcome, ec, attempt_.round().start());
+  if (reaction.decided) return decided();
+  if (reaction.raise_counter) owner_->raise_counter(index, attempt_.round().fencing_token());
+  if (reaction.release) owner_->release_in_background(round_token(), index);
+}
+
+void round_fanout::on_deadline() {
+  bool decided_now = attempt_.on_deadline(redlock_clock::now());
+  report_.time_out_pending(attempt_.round().start());
+  if (decided_now) decided();
+}
+
 // -------------------------------------------------------------- release_fanout
 
 release_fanout::release_fanout(std::shared_ptr<redlock_impl> owner, std::string_view token, done_handler done,
@@ -336,41 +351,27 @@ void release_fanout::count_as_cleanup() {
 
 void release_fanout::start() {
   count_as_cleanup();
-  asked_ = owner_->masters.size();
+  tally_.emplace(owner_->masters.size(), owner_->masters.size());
   send_to_all();
   arm_deadline();
 }
 
 void release_fanout::start(std::size_t master) {
   count_as_cleanup();
-  asked_ = 1;
+  tally_.emplace(owner_->masters.size(), 1);
   send(master);
   arm_deadline();
 }
 
 void release_fanout::on_answer(std::size_t index, error_code ec, const reply& answer) {
-  bool not_run = ec == redis::error::script_not_run || ec == redis::error::no_script;
-  if (not_run && !deadline_passed() && resent_ < asked_) {
-    ++resent_;  // the server did not run it: send it again
-    return send(index);
-  }
-  if (ec) {
-    ++broken_;
-    if (cleanup_) owner_->note_unsettled(index, token_, ec);
-  } else if (answer.is_integer() && answer.integer() == 1)
-    ++released_;
-  else
-    ++not_ours_;
-  std::size_t n = owner_->masters.size(), quorum = n / 2 + 1;
-  if (released_ >= quorum)
-    complete(error_code{});
-  else if (not_ours_ + broken_ > n - quorum)
-    complete(not_ours_ >= broken_ ? dlock::error::not_owned : dlock::error::no_quorum);
+  if (tally_->resend(ec, deadline_passed())) return send(index);
+  if (ec && cleanup_) owner_->note_unsettled(index, token_, ec);
+  if (auto outcome = tally_->record(ec, answer)) complete(*outcome);
 }
 
 void release_fanout::on_all_answered() {
   // With a handler, reached only when a subset was asked.
-  complete(released_ > 0 ? error_code{} : make_error_code(dlock::error::not_owned));
+  complete(tally_->all_answered());
   if (std::exchange(cleanup_, false)) owner_->cleanup_settled();
 }
 
@@ -378,10 +379,38 @@ void release_fanout::complete(error_code ec) {
   if (!done_.has_handler() || done_.done()) return;
   if (ends_release_) {
     owner_->releasing = false;
-    owner_->released_masters = released_;
+    owner_->released_masters = tally_->released();
   }
   done_.complete(in_place_ ? dlock::detail::completion::in_place : dlock::detail::completion::dispatch,
                  owner_->executor, ec);
+}
+
+}  // namespace dlock::redis::detail
+
+namespace dlock::redis::detail {
+
+// ---------------------------------------------------------- fencing_write_back
+
+fencing_write_back::fencing_write_back(std::shared_ptr<redlock_impl> owner, std::int64_t token, std::size_t needed,
+                                       std::size_t asked, report_function report)
+    : fanout(std::move(owner)), tally_(token, needed, asked), report_(std::move(report)) {
+  auto text = std::to_string(token);
+  set_command(fencing_write_back_script(), {owner_->counter_key}, {text});
+}
+
+void fencing_write_back::send_to(std::size_t master) { send(master); }
+
+void fencing_write_back::start() {
+  if (auto refused = tally_.at_start()) return finish(*refused);
+  arm_deadline();
+}
+
+void fencing_write_back::on_answer(std::size_t, error_code ec, const reply& answer) {
+  if (auto outcome = tally_.record(ec, answer)) finish(*outcome);
+}
+
+void fencing_write_back::finish(error_code ec) {
+  if (auto report = std::exchange(report_, nullptr)) report(ec);
 }
 
 }  // namespace dlock::redis::detail

@@ -4,6 +4,9 @@
 
 #include <dlock/redis/connection.hpp>
 #include "redis/engine/hold.hpp"
+#include "redis/engine/attempt.hpp"
+#include "redis/engine/cleanup_ledger.hpp"
+#include "redis/engine/quorum.hpp"
 #include "redis/engine/round.hpp"
 #include <dlock/redis/redlock.hpp>
 
@@ -91,6 +94,9 @@ class redlock_impl : public std::enable_shared_from_this<redlock_impl> {
   /// The same for an attempt's `token`, on every master or on one.
   void release_in_background(std::string_view token);
   void release_in_background(std::string_view token, std::size_t master);
+  /// Fencing: a master's counter found behind the held `token` is raised to
+  /// it, in the background.
+  void raise_counter(std::size_t master, std::int64_t token);
   /// Background compare-and-deletes not yet answered (or timed out) by every
   /// master they went to. No SET is sent while there is one.
   int cleanups_in_flight = 0;
@@ -102,25 +108,14 @@ class redlock_impl : public std::enable_shared_from_this<redlock_impl> {
   };
   std::vector<std::shared_ptr<settle_waiter>> settle_waiters;
   void cleanup_settled();
-  /// A cleanup that failed on a master (its connection was down, or it timed
-  /// out) may have left that attempt's key there, which would make our own
-  /// next SET see "taken" until the TTL. It is sent again right before the
-  /// next SET on that master's connection (one connection's commands run in
-  /// order), until the key's TTL has surely passed; and, when the connection
-  /// was down, as soon as it is back, so that a failed acquire does not leave
-  /// its keys for their TTL when nobody acquires again.
+  /// A background delete that failed on a master, to send again (see
+  /// engine/cleanup_ledger.hpp): before the next SET there, and when its
+  /// connection is back.
+  cleanup_ledger unsettled;
   void note_unsettled(std::size_t master, std::string attempt_token, error_code why);
-  /// Every master's (`all`), or one master's.
+  /// Every master's, or one master's.
   void resend_unsettled_cleanups();
   void resend_unsettled_cleanups(std::size_t master);
-  /// Per master: a wait for its reconnection is running (one at a time).
-  std::vector<bool> awaiting_reconnection;
-  struct unsettled_cleanup {
-    std::size_t master;
-    std::string token;
-    redlock_clock::time_point give_up;
-  };
-  std::vector<unsettled_cleanup> unsettled;
   void note_outcomes(const redlock_round& round);
   double random_unit();
 
@@ -228,6 +223,27 @@ class round_report {
   std::unique_ptr<votes> votes_;
 };
 
+/// A fan-out decided by a redlock_attempt (engine/attempt.hpp): an
+/// acquire's SETs or an extend. It performs what each answer asks; the
+/// decision itself goes to decided().
+class round_fanout : public fanout {
+ protected:
+  round_fanout(std::shared_ptr<redlock_impl> owner, round_kind kind, std::chrono::milliseconds ttl,
+               redlock_clock::time_point start, bool fencing);
+  virtual void decided() = 0;
+  /// The token the round's commands carry (an acquire's late yes is released with it).
+  virtual std::string_view round_token() const noexcept = 0;
+
+  // What every answer reads first (the report is a null pointer unless observed).
+  round_report report_;
+  redlock_attempt attempt_;
+
+ private:
+  void on_answer(std::size_t index, error_code ec, const reply& answer) final;
+  void on_deadline() final;
+  void on_all_answered() final { report_.settled(*owner_); }
+};
+
 /// Compare-and-delete on some or all masters. With a handler, it completes as
 /// soon as the outcome is known: a majority released (the lock is free), or
 /// too many masters said no or failed for that; the remaining answers are
@@ -252,13 +268,33 @@ class release_fanout final : public fanout {
 
   void count_as_cleanup();
 
-  // What every answer reads first.
-  std::size_t released_ = 0, not_ours_ = 0, broken_ = 0, asked_ = 0, resent_ = 0;
+  std::optional<release_tally> tally_;  // set by start()
   bool in_place_;
   bool ends_release_ = false;
   bool cleanup_ = false;  // a background release: counted in cleanups_in_flight
   dlock::detail::op_base<void(error_code)> done_;  // none: a background release
   std::string token_;  // a background release's only: noted if a master fails it
+};
+
+/// Step 4's write-back: max(counter, token) on the masters behind the
+/// token, decided by a write_back_tally (engine/quorum.hpp). It reports as
+/// soon as `needed` of them confirmed (or that they cannot); without a
+/// report function it only raises them, in the background.
+class fencing_write_back final : public fanout {
+ public:
+  using report_function = std::function<void(error_code)>;
+  fencing_write_back(std::shared_ptr<redlock_impl> owner, std::int64_t token, std::size_t needed,
+                     std::size_t asked, report_function report);
+  void send_to(std::size_t master);  // each of the `asked`, then start()
+  void start();
+
+ private:
+  void on_answer(std::size_t, error_code ec, const reply& answer) override;
+  void on_deadline() override { finish(write_back_tally::at_deadline()); }
+  void finish(error_code ec);
+
+  write_back_tally tally_;
+  report_function report_;
 };
 
 /// acquire(), try_acquire(), acquire_for() (redlock_acquire.cpp); from any thread.
