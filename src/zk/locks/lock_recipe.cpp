@@ -232,28 +232,18 @@ action acquire_machine::on_owner(reply r, std::int64_t ephemeral_owner, std::int
   }
 }
 
-action acquire_machine::on_watch_set(reply r) {
-  switch (r.result) {
-    case step_result::ok:
-      if (cancelled_) return cleanup(cancel_reason_);
-      return go(state::waiting, action::wait);
-    case step_result::no_node:  // the predecessor is already gone: no watch was left
-      return resume(state::listing);
-    default:
-      return failed_in_line(r);
-  }
-}
+action acquire_machine::on_watch_set(reply r) { return on_predecessor_watch(r, true); }
+action acquire_machine::on_watch_fired(reply r) { return on_predecessor_watch(r, false); }
 
-action acquire_machine::on_watch_fired(reply r) {
-  switch (r.result) {
-    case step_result::ok:
-      return resume(state::listing);
-    case step_result::aborted:
-      if (cancelled_) return cleanup(cancel_reason_);
-      return resume(state::listing);
-    default:
-      return failed_in_line(r);
-  }
+// Our predecessor's watch, just set (`armed`) or fired: we wait on it, or
+// list again (resume() cleans up instead once cancelled). A set that finds
+// the predecessor gone left no watch; a wait ends aborted when cancel()
+// interrupted it. Any other failure ends our turn in line.
+action acquire_machine::on_predecessor_watch(reply r, bool armed) {
+  auto list_again = armed ? step_result::no_node : step_result::aborted;
+  if (r.result != step_result::ok && r.result != list_again) return failed_in_line(r);
+  if (armed && r.result == step_result::ok && !cancelled_) return go(state::waiting, action::wait);
+  return resume(state::listing);
 }
 
 // A step failed while our node waits its turn: a connection loss lists

@@ -93,6 +93,7 @@ class acquire_machine final : public acquire_steps {
   action finish(error_code ec);
   action fail(reply r);
   action failed_in_line(reply r);
+  action on_predecessor_watch(reply r, bool armed);
   action create();
   action go(state s, action a);
 
