@@ -65,13 +65,8 @@ action acquire_machine::fail(reply r) { return cleanup(r.ec); }
 
 action acquire_machine::retry(state then, error_code ec) {
   if (hunting_) return hunt(ec);
-  if (!retries_.count_failure()) {
-    if (create_unknown_) return hunt(ec);
-    return cleanup(ec);
-  }
-  delay_ = retries_.delay();
-  after_backoff_ = then;
-  return go(state::backing_off, action::backoff);
+  if (retries_.after_failure(then)) return go(state::backing_off, action::backoff);
+  return create_unknown_ ? hunt(ec) : cleanup(ec);
 }
 
 // Retries ran out while a create's outcome was unknown: our node may exist
@@ -87,8 +82,7 @@ action acquire_machine::hunt(error_code ec) {
       dlock::detail::log(log_level::info, "zk lock: looking for a node with GUID " + guid_ + " under " +
                                               settings_.lock_path + " in the background");
   }
-  delay_ = settings_.retry.max_backoff;
-  after_backoff_ = state::recovering;
+  retries_.at_slowest(state::recovering);
   return go(state::backing_off, action::backoff);
 }
 
@@ -113,7 +107,7 @@ action acquire_machine::resume(state s) {
 
 action acquire_machine::on_backoff_done() {
   if (state_ != state::backing_off) return action::done;
-  return resume(after_backoff_);
+  return resume(retries_.resumes());
 }
 
 action acquire_machine::on_ensured(reply r) {
@@ -265,9 +259,7 @@ action acquire_machine::on_removed(reply r) {
   // Cleaning our own node: retried for as long as the session lives, since a
   // node left behind would block the lock for everyone.
   if (r.result == step_result::connection_loss) {
-    retries_.count_failure();  // unbounded: only the count saturates
-    delay_ = retries_.delay();
-    after_backoff_ = state::cleaning;
+    retries_.after_failure_regardless(state::cleaning);
     return go(state::backing_off, action::backoff);
   }
   if (r.result == step_result::failed && dlock::detail::log_enabled(log_level::error))
