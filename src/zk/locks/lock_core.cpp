@@ -19,7 +19,6 @@ namespace dlock::zk::detail {
 namespace {
 
 using dlock::detail::completion;
-using dlock::detail::forwarding;
 
 std::string default_identifier() {
   char host[256] = {};
@@ -194,26 +193,6 @@ void lock_core::subscribe_to_stalls() {
                                                  [](const lock_core& core) { return core.state == hold::held; });
 }
 
-step_result classify(const error_code& ec) noexcept {
-  if (!ec) return step_result::ok;
-  if (ec == zk::error::no_node) return step_result::no_node;
-  if (ec == zk::error::node_exists) return step_result::node_exists;
-  if (is_retryable(ec)) return step_result::connection_loss;
-  if (ec == zk::error::session_expired || ec == zk::error::invalid_state || ec == zk::error::session_moved)
-    return step_result::session_lost;
-  if (ec == dlock::error::closed || ec == zk::error::closing) return step_result::closed;
-  if (ec == asio::error::operation_aborted) return step_result::aborted;
-  return step_result::failed;
-}
-
-std::vector<std::string> path_prefixes(const std::string& path) {
-  std::vector<std::string> out;
-  for (std::size_t at = path.find('/', 1); at != std::string::npos; at = path.find('/', at + 1))
-    out.push_back(path.substr(0, at));
-  out.push_back(path);
-  return out;
-}
-
 owned_node lock_core::take_own_node() {
   owned_node node{std::move(own_path), czxid.load(), session};
   own_path.clear();
@@ -244,53 +223,6 @@ void close_lock_core(const lock_core_ptr& core) noexcept {
   } catch (...) {
     // Only allocation can fail here; the session's end removes the node anyway.
   }
-}
-
-acquire_op_base::acquire_op_base(std::shared_ptr<lock_core> core,
-                                 asio::any_completion_handler<void(error_code)> handler)
-    : core_(std::move(core)), op_(std::move(handler)) {}
-
-void acquire_op_base::hook_cancellation() {
-  // Any cancellation type: a cancelled acquire deletes its node, so nothing
-  // observable is left. Posted, so the cancel runs on the strand after begin().
-  op_.hook_cancellation(
-      core_->strand,
-      [weak = weak_from_this()](asio::cancellation_type) {
-        if (auto self = weak.lock()) self->cancel(asio::error::operation_aborted);
-      },
-      forwarding::post, asio::cancellation_type::all);
-}
-
-void acquire_op_base::begin(std::chrono::steady_clock::duration limit) {
-  if (limit > std::chrono::steady_clock::duration::zero()) {
-    deadline_.emplace(core_->strand, limit);
-    deadline_->async_wait(asio::bind_executor(core_->strand, [self = shared_from_this()](error_code ec) {
-      if (!ec) self->cancel(make_error_code(dlock::error::timed_out));
-    }));
-  }
-  run();
-}
-
-void acquire_op_base::starting(bool waits) { started_ = core_->observed.started(waits); }
-
-void acquire_op_base::refuse(error_code ec) {
-  report(ec);
-  op_.complete(completion::post, core_->strand, ec);
-}
-
-void acquire_op_base::report(error_code ec) const {
-  core_->observed.finished(started_, ec, attempts_, core_->czxid.load());
-}
-
-void acquire_op_base::complete(error_code ec) {
-  if (completed()) return;
-  report(ec);
-  if (ec && core_->state == lock_core::hold::acquiring) {  // (or early: only a cleanup goes on)
-    core_->state = lock_core::hold::idle;
-    core_->own_path.clear();
-  }
-  if (deadline_) deadline_->cancel();
-  op_.complete(completion::dispatch, core_->strand, ec);
 }
 
 void start_acquire(const lock_core_ptr& core, acquire_mode mode, std::chrono::steady_clock::duration limit,

@@ -267,6 +267,7 @@ void start_semaphore_acquire(const semaphore_core_ptr& core, semaphore_mode mode
   auto op = make_semaphore_acquire(core, mode, count, std::move(handler));
   op->hook_cancellation();
   asio::dispatch(core->strand, [core, op, mode, count, limit] {
+    op->starting(mode != semaphore_mode::try_once);
     error_code refusal = core->argument_error;
     if (!refusal && (count == 0 || count > core->max_leases)) refusal = dlock::error::invalid_argument;
     if (!refusal && mode == semaphore_mode::wait_for && limit <= std::chrono::steady_clock::duration::zero())
