@@ -11,20 +11,12 @@
 #include <boost/asio/error.hpp>
 #include <boost/asio/steady_timer.hpp>
 
-#include <unistd.h>
-
 #include <algorithm>
 
 namespace dlock::zk::detail {
 namespace {
 
 using dlock::detail::completion;
-
-std::string default_identifier() {
-  char host[256] = {};
-  if (gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
-  return std::string(host) + ":" + std::to_string(getpid());
-}
 
 dlock::lock_kind kind_of(lock_role role, lock_flavor flavor) noexcept {
   if (flavor == lock_flavor::simple) return dlock::lock_kind::zk_simple_lock;
@@ -45,30 +37,11 @@ error_code check_path(const std::string& path) {
 
 // --- watching the session for the holder ---
 
-void watch_session(const lock_core_ptr& core);
-
 void on_session_change(const lock_core_ptr& core, error_code ec, session_state state) {
   core->monitoring = false;
-  if (core->state == lock_core::hold::held) {
-    error_code reason;
-    if (ec == dlock::error::closed || state == session_state::closed)
-      reason = make_error_code(dlock::error::closed);
-    else if (!ec && (state == session_state::lost || core->zk.session_id() != core->session))
-      reason = make_error_code(zk::error::session_expired);
-    else if (!ec && state == session_state::suspended && core->options.policy == loss_policy::standard)
-      reason = make_error_code(zk::error::connection_loss);
-    if (reason) core->lose(reason);
-  }
-  if (!ec && !core->closed && state != session_state::closed) watch_session(core);
-}
-
-void watch_session(const lock_core_ptr& core) {
-  if (core->monitoring || core->closed) return;
-  core->monitoring = true;
-  core->zk.wait_state_change(asio::bind_cancellation_slot(
-      core->monitor_stop.slot(), asio::bind_executor(core->strand, [core](error_code ec, session_state s) {
-        on_session_change(core, ec, s);
-      })));
+  if (core->state == lock_core::hold::held)
+    if (auto reason = session_loss(core->zk, ec, state, core->session, core->options.policy)) core->lose(reason);
+  if (!ec && !core->closed && state != session_state::closed) watch_session(core, on_session_change);
 }
 
 // --- participants ---
@@ -159,14 +132,8 @@ void lock_core::on_acquired(std::string node, std::int64_t zxid, std::int64_t ow
   loss.arm();
   // The session may have changed state between the last reply and now: a
   // change the monitor saw while we were only acquiring is judged again here.
-  auto now = zk.state();
-  if (now == session_state::closed)
-    lose(make_error_code(dlock::error::closed));
-  else if (now == session_state::lost || zk.session_id() != session)
-    lose(make_error_code(zk::error::session_expired));
-  else if (now == session_state::suspended && options.policy == loss_policy::standard)
-    lose(make_error_code(zk::error::connection_loss));
-  watch_session(shared_from_this());
+  if (auto reason = session_loss(zk, {}, zk.state(), session, options.policy)) lose(reason);
+  watch_session(shared_from_this(), on_session_change);
   if (state == hold::held) subscribe_to_stalls();
 }
 
@@ -209,9 +176,7 @@ void close_lock_core(const lock_core_ptr& core) noexcept {
   if (!core) return;
   try {
     asio::dispatch(core->strand, [core] {
-      core->closed = true;
-      core->monitor_stop.emit(asio::cancellation_type::terminal);
-      if (auto op = core->current.lock()) op->cancel(asio::error::operation_aborted);
+      core->stop_monitor_and_acquire();
       if (core->state == lock_core::hold::held) core->released_while_held();
       core->stall_watch.reset();
       if ((core->state == lock_core::hold::held || core->state == lock_core::hold::lost) &&

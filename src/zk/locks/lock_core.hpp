@@ -13,6 +13,7 @@
 
 #include "lock_recipe.hpp"
 #include "zk/recipe/acquire_op_base.hpp"  // also classify()
+#include "zk/recipe/hold_monitor.hpp"
 
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/cancellation_signal.hpp>
@@ -37,7 +38,7 @@ struct owned_node {
   std::int64_t session = 0;
 };
 
-class lock_core : public std::enable_shared_from_this<lock_core> {
+class lock_core : public std::enable_shared_from_this<lock_core>, public hold_monitor {
  public:
   enum class hold { idle, acquiring, held, lost, released };
 
@@ -62,10 +63,6 @@ class lock_core : public std::enable_shared_from_this<lock_core> {
   std::string own_path;      // our node while held (or lost, until released)
   std::atomic<std::int64_t> czxid{0};  // fencing token of the current hold
   std::int64_t session = 0;  // the session that created our node
-  std::weak_ptr<acquire_op_base> current;
-  bool monitoring = false;
-  bool closed = false;
-  asio::cancellation_signal monitor_stop;
 
   /// The hold began: remember our node (created by session `owner`), arm the
   /// loss signal, watch the session.

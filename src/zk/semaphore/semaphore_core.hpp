@@ -11,6 +11,7 @@
 #include "detail/stall_monitor_impl.hpp"
 #include "zk/locks/lock_core.hpp"  // owned_node, start_node_removal
 #include "zk/recipe/acquire_op_base.hpp"
+#include "zk/recipe/hold_monitor.hpp"
 #include "zk/semaphore/semaphore_recipe.hpp"
 
 #include <boost/asio/cancellation_signal.hpp>
@@ -29,7 +30,7 @@ struct held_lease {
   zk::watch watch;
 };
 
-class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
+class semaphore_core : public std::enable_shared_from_this<semaphore_core>, public hold_monitor {
  public:
   semaphore_core(client& zk_client, std::string semaphore_path, std::size_t max, semaphore_options opts);
 
@@ -53,10 +54,6 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
   std::atomic<std::size_t> count{0};              // held.size(), for leases() on any thread
   bool ever_held = false;
   bool lost_state = false;  // the last hold was lost and not released yet
-  bool closed = false;
-  bool monitoring = false;
-  asio::cancellation_signal monitor_stop;
-  std::weak_ptr<acquire_op_base> current;
 
   /// An acquire won `nodes`: hold them, arm the loss signal, watch them and the session.
   void on_acquired(const std::vector<lease_node>& nodes);
