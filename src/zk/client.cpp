@@ -6,12 +6,6 @@ namespace dlock::zk {
 namespace detail {
 namespace {
 
-template <class F>
-void on_strand(const session_ptr& s, F&& f) {
-  if (s->strand().running_in_this_thread()) f();
-  else asio::post(s->strand(), std::forward<F>(f));
-}
-
 /// A waiter that leaves the session's list when cancelled.
 template <class... Args>
 class session_waiter : public pending<Args...> {
@@ -34,17 +28,17 @@ class session_waiter : public pending<Args...> {
 
 void start_connect(const session_ptr& s, handler<> h) {
   auto op = make_pending<session_waiter<>>(s, std::move(h), &session::forget_connect_waiter);
-  on_strand(s, [s, op] { s->connect(op); });
+  run_on_strand(*s, [s, op] { s->connect(op); });
 }
 
 void start_close(const session_ptr& s, handler<> h) {
   auto op = make_pending<session_waiter<>>(s, std::move(h), nullptr);
-  on_strand(s, [s, op] { s->close(op); });
+  run_on_strand(*s, [s, op] { s->close(op); });
 }
 
 void start_wait_state_change(const session_ptr& s, handler<session_state> h) {
   auto op = make_pending<session_waiter<session_state>>(s, std::move(h), &session::forget_state_waiter);
-  on_strand(s, [s, op, seen = s->state_version()] { s->wait_state_change(op, seen); });
+  run_on_strand(*s, [s, op, seen = s->state_version()] { s->wait_state_change(op, seen); });
 }
 
 }  // namespace detail

@@ -104,8 +104,7 @@ void send_on_strand(const session_ptr& s, std::shared_ptr<R> op, Send send) {
     }
     s->request_sent();
   };
-  if (s->strand().running_in_this_thread()) run();
-  else asio::post(s->strand(), std::move(run));
+  run_on_strand(*s, std::move(run));
 }
 
 inline std::shared_ptr<watch_state> arm(const session_ptr& s, watch* w, const std::string& path, int c_type) {

@@ -19,6 +19,7 @@
 
 #include <dlock/zk/client.hpp>
 
+#include <boost/asio/post.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/steady_timer.hpp>
 
@@ -191,6 +192,14 @@ class session : public std::enable_shared_from_this<session> {
   std::atomic<std::uint64_t> requests_sent_{0}, replies_received_{0}, watch_events_{0}, sessions_opened_{0},
       reconnections_{0};
 };
+
+/// Runs `f` on the session's strand: at once when already there (no scheduler
+/// hop for a recipe calling from its own strand), posted otherwise.
+template <class F>
+void run_on_strand(const session& s, F&& f) {
+  if (s.strand().running_in_this_thread()) f();
+  else asio::post(s.strand(), std::forward<F>(f));
+}
 
 /// What a C completion callback needs: the pending op back from its context.
 template <class P>

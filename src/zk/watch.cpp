@@ -3,7 +3,6 @@
 #include <dlock/error.hpp>
 
 #include <boost/asio/bind_executor.hpp>
-#include <boost/asio/post.hpp>
 
 namespace dlock::zk {
 namespace detail {
@@ -82,22 +81,14 @@ void watch_state::finish(error_code ec, watch_event event) {
   }
 }
 
-namespace {
-template <class F>
-void on_strand(const session_ptr& s, F&& f) {
-  if (s->strand().running_in_this_thread()) f();
-  else asio::post(s->strand(), std::forward<F>(f));
-}
-}  // namespace
-
 void start_watch_wait(const std::shared_ptr<watch_state>& state, watch_handler handler) {
   auto op = make_pending<pending<watch_event>>(state->owner()->strand(), std::move(handler));
-  on_strand(state->owner(), [state, op]() mutable { state->wait(std::move(op)); });
+  run_on_strand(*state->owner(), [state, op]() mutable { state->wait(std::move(op)); });
 }
 
 void cancel_watch(const std::shared_ptr<watch_state>& state) {
   if (!state) return;
-  on_strand(state->owner(), [state] { state->cancel(); });
+  run_on_strand(*state->owner(), [state] { state->cancel(); });
 }
 
 }  // namespace detail

@@ -13,7 +13,6 @@
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/error.hpp>
-#include <boost/asio/steady_timer.hpp>
 
 #include <memory>
 #include <optional>
@@ -28,7 +27,8 @@ using action = acquire_action;
 class acquire_shell final : public acquire_op_base {
  public:
   acquire_shell(lock_core_ptr core, acquire_mode mode, asio::any_completion_handler<void(error_code)> handler)
-      : acquire_op_base(std::move(core), std::move(handler)),
+      : acquire_op_base(core->zk, core->strand, core->observed, std::move(handler)),
+        core_(std::move(core)),
         waits_(mode != acquire_mode::try_once),
         storage_(make_machine()),
         machine_(machine_in(storage_)) {}
@@ -42,15 +42,10 @@ class acquire_shell final : public acquire_op_base {
     if (!machine_->cancel(reason)) return;
     // Interrupt what we wait on; its completion then drives the cleanup.
     if (current_ == action::wait) watch_.cancel();
-    if (current_ == action::backoff && timer_) timer_->cancel();
+    if (current_ == action::backoff) interrupt_sleep();
   }
 
  private:
-  template <class F>
-  asio::executor_binder<std::decay_t<F>, asio::any_io_executor> on_strand(F&& f) {
-    return asio::bind_executor(core_->strand, std::forward<F>(f));
-  }
-
   // Held in place (no allocation per acquire), driven through its interface.
   using machines = std::variant<acquire_machine, simple_acquire_machine>;
 
@@ -79,7 +74,7 @@ class acquire_shell final : public acquire_op_base {
     if (!completed()) core_->own_path = machine_->own_path();  // visible as node_path() while acquiring
     switch (next) {
       case action::ensure_path:
-        return ensure_path();
+        return ensure_path(machine_->path_to_ensure());
       case action::create_and_list:
         count_attempt();
         return create_and_list();
@@ -94,10 +89,7 @@ class acquire_shell final : public acquire_op_base {
       case action::watch:
         return watch();
       case action::wait:
-        watch_.wait(on_strand([self = shared()](error_code ec, watch_event) {
-          self->run(self->machine_->on_watch_fired({classify(ec), ec}));
-        }));
-        return;
+        return wait_for_watch();
       case action::remove:
         return remove();
       case action::remove_owned:
@@ -115,21 +107,9 @@ class acquire_shell final : public acquire_op_base {
     if (machine_->needs_sync()) core_->zk.sync(machine_->lock_path(), on_strand([](error_code) {}));
   }
 
-  // Create every missing ancestor as a container, pipelined: replies come in
-  // order, so the last one says whether the path exists now.
-  void ensure_path() {
-    auto prefixes = path_prefixes(machine_->path_to_ensure());
-    pending_ = prefixes.size();
-    ensure_error_ = {};
-    for (auto& prefix : prefixes) {
-      core_->zk.create(std::move(prefix), {}, create_mode::container,
-                       on_strand([self = shared()](error_code ec, zk::created) {
-                         if (ec && ec != zk::error::node_exists && !self->ensure_error_) self->ensure_error_ = ec;
-                         if (--self->pending_ == 0)
-                           self->run(self->machine_->on_ensured({classify(self->ensure_error_), self->ensure_error_}));
-                       }));
-    }
-  }
+  void path_ensured(reply r) override { run(machine_->on_ensured(r)); }
+  void watch_fired(reply r) override { run(machine_->on_watch_fired(r)); }
+  void slept() override { run(machine_->on_backoff_done()); }
 
   // Our node, with the lock's identifier as data; `then` runs once its reply is in.
   template <class Then>
@@ -214,10 +194,18 @@ class acquire_shell final : public acquire_op_base {
     // Only the cleanup of our node is left: the caller need not wait for
     // a reconnection; the cleanup goes on in the background.
     if (machine_->cleaning() && machine_->cancelled()) complete(machine_->result());
-    if (!timer_) timer_.emplace(core_->strand);
-    timer_->expires_after(with_jitter(machine_->delay()));
-    timer_->async_wait(on_strand([self = shared()](error_code) { self->run(self->machine_->on_backoff_done()); }));
+    sleep(machine_->delay());
   }
+
+  // A failed acquire leaves the lock idle (a success made it held already).
+  void settle(error_code ec) override {
+    if (ec && core_->state == lock_core::hold::acquiring) {  // (or early: only a cleanup goes on)
+      core_->state = lock_core::hold::idle;
+      core_->own_path.clear();
+    }
+  }
+
+  std::int64_t reported_token() const noexcept override { return core_->czxid.load(); }
 
   void finish() {
     auto ec = machine_->result();
@@ -277,6 +265,7 @@ class acquire_shell final : public acquire_op_base {
 
   std::shared_ptr<acquire_shell> shared() { return std::static_pointer_cast<acquire_shell>(shared_from_this()); }
 
+  lock_core_ptr core_;
   bool waits_;  // not try_acquire
   machines storage_;
   acquire_steps* machine_;  // the one in storage_
@@ -284,11 +273,9 @@ class acquire_shell final : public acquire_op_base {
   bool awaiting_session_ = false;
   asio::cancellation_signal session_wait_stop_;
   error_code expiry_, cancel_reason_;
-  zk::watch watch_;
-  std::optional<asio::steady_timer> timer_;
   action current_ = action::done;
   std::size_t pending_ = 0;
-  error_code create_ec_, list_ec_, ensure_error_;
+  error_code create_ec_, list_ec_;
   std::int64_t owner_ = 0;  // the session that created our node
   zk::created created_;
   std::vector<std::string> children_;

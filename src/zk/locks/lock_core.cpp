@@ -11,21 +11,12 @@
 #include <boost/asio/error.hpp>
 #include <boost/asio/steady_timer.hpp>
 
-#include <unistd.h>
-
 #include <algorithm>
 
 namespace dlock::zk::detail {
 namespace {
 
 using dlock::detail::completion;
-using dlock::detail::forwarding;
-
-std::string default_identifier() {
-  char host[256] = {};
-  if (gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
-  return std::string(host) + ":" + std::to_string(getpid());
-}
 
 dlock::lock_kind kind_of(lock_role role, lock_flavor flavor) noexcept {
   if (flavor == lock_flavor::simple) return dlock::lock_kind::zk_simple_lock;
@@ -46,30 +37,11 @@ error_code check_path(const std::string& path) {
 
 // --- watching the session for the holder ---
 
-void watch_session(const lock_core_ptr& core);
-
 void on_session_change(const lock_core_ptr& core, error_code ec, session_state state) {
   core->monitoring = false;
-  if (core->state == lock_core::hold::held) {
-    error_code reason;
-    if (ec == dlock::error::closed || state == session_state::closed)
-      reason = make_error_code(dlock::error::closed);
-    else if (!ec && (state == session_state::lost || core->zk.session_id() != core->session))
-      reason = make_error_code(zk::error::session_expired);
-    else if (!ec && state == session_state::suspended && core->options.policy == loss_policy::standard)
-      reason = make_error_code(zk::error::connection_loss);
-    if (reason) core->lose(reason);
-  }
-  if (!ec && !core->closed && state != session_state::closed) watch_session(core);
-}
-
-void watch_session(const lock_core_ptr& core) {
-  if (core->monitoring || core->closed) return;
-  core->monitoring = true;
-  core->zk.wait_state_change(asio::bind_cancellation_slot(
-      core->monitor_stop.slot(), asio::bind_executor(core->strand, [core](error_code ec, session_state s) {
-        on_session_change(core, ec, s);
-      })));
+  if (core->state == lock_core::hold::held)
+    if (auto reason = session_loss(core->zk, ec, state, core->session, core->options.policy)) core->lose(reason);
+  if (!ec && !core->closed && state != session_state::closed) watch_session(core, on_session_change);
 }
 
 // --- participants ---
@@ -160,14 +132,8 @@ void lock_core::on_acquired(std::string node, std::int64_t zxid, std::int64_t ow
   loss.arm();
   // The session may have changed state between the last reply and now: a
   // change the monitor saw while we were only acquiring is judged again here.
-  auto now = zk.state();
-  if (now == session_state::closed)
-    lose(make_error_code(dlock::error::closed));
-  else if (now == session_state::lost || zk.session_id() != session)
-    lose(make_error_code(zk::error::session_expired));
-  else if (now == session_state::suspended && options.policy == loss_policy::standard)
-    lose(make_error_code(zk::error::connection_loss));
-  watch_session(shared_from_this());
+  if (auto reason = session_loss(zk, {}, zk.state(), session, options.policy)) lose(reason);
+  watch_session(shared_from_this(), on_session_change);
   if (state == hold::held) subscribe_to_stalls();
 }
 
@@ -194,26 +160,6 @@ void lock_core::subscribe_to_stalls() {
                                                  [](const lock_core& core) { return core.state == hold::held; });
 }
 
-step_result classify(const error_code& ec) noexcept {
-  if (!ec) return step_result::ok;
-  if (ec == zk::error::no_node) return step_result::no_node;
-  if (ec == zk::error::node_exists) return step_result::node_exists;
-  if (is_retryable(ec)) return step_result::connection_loss;
-  if (ec == zk::error::session_expired || ec == zk::error::invalid_state || ec == zk::error::session_moved)
-    return step_result::session_lost;
-  if (ec == dlock::error::closed || ec == zk::error::closing) return step_result::closed;
-  if (ec == asio::error::operation_aborted) return step_result::aborted;
-  return step_result::failed;
-}
-
-std::vector<std::string> path_prefixes(const std::string& path) {
-  std::vector<std::string> out;
-  for (std::size_t at = path.find('/', 1); at != std::string::npos; at = path.find('/', at + 1))
-    out.push_back(path.substr(0, at));
-  out.push_back(path);
-  return out;
-}
-
 owned_node lock_core::take_own_node() {
   owned_node node{std::move(own_path), czxid.load(), session};
   own_path.clear();
@@ -230,9 +176,7 @@ void close_lock_core(const lock_core_ptr& core) noexcept {
   if (!core) return;
   try {
     asio::dispatch(core->strand, [core] {
-      core->closed = true;
-      core->monitor_stop.emit(asio::cancellation_type::terminal);
-      if (auto op = core->current.lock()) op->cancel(asio::error::operation_aborted);
+      core->stop_monitor_and_acquire();
       if (core->state == lock_core::hold::held) core->released_while_held();
       core->stall_watch.reset();
       if ((core->state == lock_core::hold::held || core->state == lock_core::hold::lost) &&
@@ -244,53 +188,6 @@ void close_lock_core(const lock_core_ptr& core) noexcept {
   } catch (...) {
     // Only allocation can fail here; the session's end removes the node anyway.
   }
-}
-
-acquire_op_base::acquire_op_base(std::shared_ptr<lock_core> core,
-                                 asio::any_completion_handler<void(error_code)> handler)
-    : core_(std::move(core)), op_(std::move(handler)) {}
-
-void acquire_op_base::hook_cancellation() {
-  // Any cancellation type: a cancelled acquire deletes its node, so nothing
-  // observable is left. Posted, so the cancel runs on the strand after begin().
-  op_.hook_cancellation(
-      core_->strand,
-      [weak = weak_from_this()](asio::cancellation_type) {
-        if (auto self = weak.lock()) self->cancel(asio::error::operation_aborted);
-      },
-      forwarding::post, asio::cancellation_type::all);
-}
-
-void acquire_op_base::begin(std::chrono::steady_clock::duration limit) {
-  if (limit > std::chrono::steady_clock::duration::zero()) {
-    deadline_.emplace(core_->strand, limit);
-    deadline_->async_wait(asio::bind_executor(core_->strand, [self = shared_from_this()](error_code ec) {
-      if (!ec) self->cancel(make_error_code(dlock::error::timed_out));
-    }));
-  }
-  run();
-}
-
-void acquire_op_base::starting(bool waits) { started_ = core_->observed.started(waits); }
-
-void acquire_op_base::refuse(error_code ec) {
-  report(ec);
-  op_.complete(completion::post, core_->strand, ec);
-}
-
-void acquire_op_base::report(error_code ec) const {
-  core_->observed.finished(started_, ec, attempts_, core_->czxid.load());
-}
-
-void acquire_op_base::complete(error_code ec) {
-  if (completed()) return;
-  report(ec);
-  if (ec && core_->state == lock_core::hold::acquiring) {  // (or early: only a cleanup goes on)
-    core_->state = lock_core::hold::idle;
-    core_->own_path.clear();
-  }
-  if (deadline_) deadline_->cancel();
-  op_.complete(completion::dispatch, core_->strand, ec);
 }
 
 void start_acquire(const lock_core_ptr& core, acquire_mode mode, std::chrono::steady_clock::duration limit,

@@ -12,6 +12,8 @@
 #include <dlock/zk/detail/lock_core_api.hpp>
 
 #include "lock_recipe.hpp"
+#include "zk/recipe/acquire_op_base.hpp"  // also classify()
+#include "zk/recipe/hold_monitor.hpp"
 
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/cancellation_signal.hpp>
@@ -28,46 +30,6 @@
 
 namespace dlock::zk::detail {
 
-class lock_core;
-
-/// What every acquire shares: the caller's handler and its cancellation slot
-/// (an op_base, hooked in the initiating call, so a cancel emitted before the
-/// operation reaches the strand is not missed) and the acquire_for deadline.
-class acquire_op_base : public std::enable_shared_from_this<acquire_op_base> {
- public:
-  acquire_op_base(std::shared_ptr<lock_core> core, asio::any_completion_handler<void(error_code)> handler);
-  virtual ~acquire_op_base() = default;
-
-  /// In the initiating call: route cancellation from the handler's slot.
-  void hook_cancellation();
-  /// On the strand: the acquire may go ahead (`limit` > 0 arms a deadline).
-  void begin(std::chrono::steady_clock::duration limit);
-  /// On the strand, first: the acquire reached the lock (told to the observer).
-  void starting(bool waits);
-  /// On the strand: the acquire is refused before anything is sent.
-  void refuse(error_code ec);
-  /// On the strand: the caller gave up with `reason`.
-  virtual void cancel(error_code reason) = 0;
-
- protected:
-  virtual void run() = 0;
-  /// Completes the caller's handler once (later calls are ignored).
-  void complete(error_code ec);
-  bool completed() const noexcept { return op_.done(); }
-  /// A node creation was sent (what the observer counts as an attempt).
-  void count_attempt() noexcept { ++attempts_; }
-
-  std::shared_ptr<lock_core> core_;
-
- private:
-  void report(error_code ec) const;
-
-  dlock::detail::op_base<void(error_code)> op_;
-  std::optional<asio::steady_timer> deadline_;
-  std::chrono::steady_clock::time_point started_{};  // when observed
-  std::uint32_t attempts_ = 0;
-};
-
 /// A node we created, and what proves it is still ours: the session that
 /// created it and its creation zxid.
 struct owned_node {
@@ -76,7 +38,7 @@ struct owned_node {
   std::int64_t session = 0;
 };
 
-class lock_core : public std::enable_shared_from_this<lock_core> {
+class lock_core : public std::enable_shared_from_this<lock_core>, public hold_monitor {
  public:
   enum class hold { idle, acquiring, held, lost, released };
 
@@ -101,10 +63,6 @@ class lock_core : public std::enable_shared_from_this<lock_core> {
   std::string own_path;      // our node while held (or lost, until released)
   std::atomic<std::int64_t> czxid{0};  // fencing token of the current hold
   std::int64_t session = 0;  // the session that created our node
-  std::weak_ptr<acquire_op_base> current;
-  bool monitoring = false;
-  bool closed = false;
-  asio::cancellation_signal monitor_stop;
 
   /// The hold began: remember our node (created by session `owner`), arm the
   /// loss signal, watch the session.
@@ -119,9 +77,6 @@ class lock_core : public std::enable_shared_from_this<lock_core> {
   owned_node take_own_node();
 };
 
-/// What a ZooKeeper reply means to the recipe.
-step_result classify(const error_code& ec) noexcept;
-
 /// Deletes `node` if it is still ours (its session lives and, on a retry,
 /// its owner and czxid match), retried across connection loss while the
 /// session lives; completes `handler` (if any) with `report` once deleted or
@@ -129,9 +84,6 @@ step_result classify(const error_code& ec) noexcept;
 /// background), or with the loss reason when the session ended.
 void start_node_removal(const lock_core_ptr& core, owned_node node, error_code report,
                         asio::any_completion_handler<void(error_code)> handler);
-
-/// Parent paths to ensure, outermost first ("/a", "/a/b", ... `path`).
-std::vector<std::string> path_prefixes(const std::string& path);
 
 /// The acquire of either flavour: the flavour's state machine in the one shell (acquire_shell.cpp).
 std::shared_ptr<acquire_op_base> make_acquire(const lock_core_ptr& core, acquire_mode mode,

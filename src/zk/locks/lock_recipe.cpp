@@ -65,13 +65,8 @@ action acquire_machine::fail(reply r) { return cleanup(r.ec); }
 
 action acquire_machine::retry(state then, error_code ec) {
   if (hunting_) return hunt(ec);
-  if (!retries_.count_failure()) {
-    if (create_unknown_) return hunt(ec);
-    return cleanup(ec);
-  }
-  delay_ = retries_.delay();
-  after_backoff_ = then;
-  return go(state::backing_off, action::backoff);
+  if (retries_.after_failure(then)) return go(state::backing_off, action::backoff);
+  return create_unknown_ ? hunt(ec) : cleanup(ec);
 }
 
 // Retries ran out while a create's outcome was unknown: our node may exist
@@ -87,8 +82,7 @@ action acquire_machine::hunt(error_code ec) {
       dlock::detail::log(log_level::info, "zk lock: looking for a node with GUID " + guid_ + " under " +
                                               settings_.lock_path + " in the background");
   }
-  delay_ = settings_.retry.max_backoff;
-  after_backoff_ = state::recovering;
+  retries_.at_slowest(state::recovering);
   return go(state::backing_off, action::backoff);
 }
 
@@ -113,7 +107,7 @@ action acquire_machine::resume(state s) {
 
 action acquire_machine::on_backoff_done() {
   if (state_ != state::backing_off) return action::done;
-  return resume(after_backoff_);
+  return resume(retries_.resumes());
 }
 
 action acquire_machine::on_ensured(reply r) {
@@ -232,28 +226,18 @@ action acquire_machine::on_owner(reply r, std::int64_t ephemeral_owner, std::int
   }
 }
 
-action acquire_machine::on_watch_set(reply r) {
-  switch (r.result) {
-    case step_result::ok:
-      if (cancelled_) return cleanup(cancel_reason_);
-      return go(state::waiting, action::wait);
-    case step_result::no_node:  // the predecessor is already gone: no watch was left
-      return resume(state::listing);
-    default:
-      return failed_in_line(r);
-  }
-}
+action acquire_machine::on_watch_set(reply r) { return on_predecessor_watch(r, true); }
+action acquire_machine::on_watch_fired(reply r) { return on_predecessor_watch(r, false); }
 
-action acquire_machine::on_watch_fired(reply r) {
-  switch (r.result) {
-    case step_result::ok:
-      return resume(state::listing);
-    case step_result::aborted:
-      if (cancelled_) return cleanup(cancel_reason_);
-      return resume(state::listing);
-    default:
-      return failed_in_line(r);
-  }
+// Our predecessor's watch, just set (`armed`) or fired: we wait on it, or
+// list again (resume() cleans up instead once cancelled). A set that finds
+// the predecessor gone left no watch; a wait ends aborted when cancel()
+// interrupted it. Any other failure ends our turn in line.
+action acquire_machine::on_predecessor_watch(reply r, bool armed) {
+  auto list_again = armed ? step_result::no_node : step_result::aborted;
+  if (r.result != step_result::ok && r.result != list_again) return failed_in_line(r);
+  if (armed && r.result == step_result::ok && !cancelled_) return go(state::waiting, action::wait);
+  return resume(state::listing);
 }
 
 // A step failed while our node waits its turn: a connection loss lists
@@ -275,9 +259,7 @@ action acquire_machine::on_removed(reply r) {
   // Cleaning our own node: retried for as long as the session lives, since a
   // node left behind would block the lock for everyone.
   if (r.result == step_result::connection_loss) {
-    retries_.count_failure();  // unbounded: only the count saturates
-    delay_ = retries_.delay();
-    after_backoff_ = state::cleaning;
+    retries_.after_failure_regardless(state::cleaning);
     return go(state::backing_off, action::backoff);
   }
   if (r.result == step_result::failed && dlock::detail::log_enabled(log_level::error))

@@ -65,13 +65,13 @@ class acquire_machine final : public acquire_steps {
   const std::string& create_path() const noexcept override { return create_path_; }
   const std::string& target_path() const noexcept override { return target_path_; }
   const std::string& own_path() const noexcept override { return own_path_; }
-  std::chrono::milliseconds delay() const noexcept override { return delay_; }
+  std::chrono::milliseconds delay() const noexcept override { return retries_.delay(); }
   error_code result() const noexcept override { return result_; }
   std::int64_t fencing_token() const noexcept override { return czxid_; }
   const std::string& guid() const noexcept { return guid_; }
   bool cancelled() const noexcept override { return cancelled_; }
   bool cleaning() const noexcept override {
-    return state_ == state::cleaning || (state_ == state::backing_off && after_backoff_ == state::cleaning);
+    return state_ == state::cleaning || (state_ == state::backing_off && retries_.resumes() == state::cleaning);
   }
   /// True while looking for our node after a create's reply was lost.
   bool recovering() const noexcept { return state_ == state::recovering; }
@@ -93,6 +93,7 @@ class acquire_machine final : public acquire_steps {
   action finish(error_code ec);
   action fail(reply r);
   action failed_in_line(reply r);
+  action on_predecessor_watch(reply r, bool armed);
   action create();
   action go(state s, action a);
 
@@ -102,14 +103,12 @@ class acquire_machine final : public acquire_steps {
   std::string own_path_;
   std::string target_path_;
   state state_ = state::idle;
-  state after_backoff_ = state::idle;
   bool create_unknown_ = false;  // a create's reply was lost: our node may exist
   bool hunting_ = false;         // failed; searching for that node in the background
   bool cancelled_ = false;
   error_code cancel_reason_;
   error_code result_;
-  retry_counter retries_;  // failures since the last progress
-  std::chrono::milliseconds delay_{0};
+  retry_pause<state> retries_;  // failures since the last progress, and the step to resume
   std::int64_t czxid_ = 0;
 };
 

@@ -85,4 +85,47 @@ class retry_counter {
   bool parent_made_ = false;  // retry_missing_parent() let one through
 };
 
+/// The pause of a recipe's state machine between a failed step and its next
+/// try: the failures counted (retry_counter), how long to sleep, and the
+/// step to resume when the sleep is over. Both sequential machines (the
+/// locks' and the semaphore's) back off through it; each maps the step it
+/// resumes back to its action.
+template <class Step>
+class retry_pause {
+ public:
+  explicit retry_pause(const retry_policy& policy) noexcept : retries_(policy), slowest_(policy.max_backoff) {}
+
+  /// A retryable failure of `step`: true while within the budget, with the
+  /// pause set to resume `step` after delay().
+  bool after_failure(Step step) noexcept {
+    if (!retries_.count_failure()) return false;
+    set(retries_.delay(), step);
+    return true;
+  }
+  /// The same for a step retried past the budget (the deletion of our own
+  /// node, for as long as the session lives): the count saturates.
+  void after_failure_regardless(Step step) noexcept {
+    retries_.count_failure();
+    set(retries_.delay(), step);
+  }
+  /// A background search's pace: the longest backoff, counting nothing.
+  void at_slowest(Step step) noexcept { set(slowest_, step); }
+
+  bool retry_missing_parent() noexcept { return retries_.retry_missing_parent(); }
+  void reset() noexcept { retries_.reset(); }
+  std::chrono::milliseconds delay() const noexcept { return delay_; }
+  Step resumes() const noexcept { return step_; }
+
+ private:
+  void set(std::chrono::milliseconds delay, Step step) noexcept {
+    delay_ = delay;
+    step_ = step;
+  }
+
+  retry_counter retries_;
+  std::chrono::milliseconds slowest_;
+  std::chrono::milliseconds delay_{0};
+  Step step_{};
+};
+
 }  // namespace dlock::zk::detail

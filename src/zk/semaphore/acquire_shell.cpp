@@ -6,7 +6,6 @@
 #include <dlock/zk/error.hpp>
 #include <dlock/zk/mutex.hpp>
 
-#include "detail/op_base.hpp"
 #include "zk/recipe/grant_doubt.hpp"
 #include "zk/recipe/node_names.hpp"
 
@@ -14,15 +13,12 @@
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/error.hpp>
-#include <boost/asio/steady_timer.hpp>
 
 #include <optional>
 
 namespace dlock::zk::detail {
 namespace {
 
-using dlock::detail::completion;
-using dlock::detail::forwarding;
 using action = semaphore_action;
 
 const std::shared_ptr<dlock::observer>& silent_observer() {
@@ -30,53 +26,24 @@ const std::shared_ptr<dlock::observer>& silent_observer() {
   return silent;
 }
 
-class acquire_shell final : public semaphore_acquire, public std::enable_shared_from_this<acquire_shell> {
+class acquire_shell final : public acquire_op_base {
  public:
   acquire_shell(semaphore_core_ptr core, semaphore_mode mode, std::size_t count, semaphore_handler handler)
-      : core_(std::move(core)),
-        op_(std::move(handler)),
+      : acquire_op_base(core->zk, core->strand, core->observed, std::move(handler)),
+        core_(std::move(core)),
         waits_(mode != semaphore_mode::try_once),
         machine_({core_->path, count, core_->max_leases, waits_, core_->options.retry}, make_guid()) {}
 
-  void hook_cancellation() override {
-    // Any type: a cancelled acquire deletes what it made, so nothing observable is left.
-    op_.hook_cancellation(
-        core_->strand,
-        [weak = weak_from_this()](asio::cancellation_type) {
-          if (auto self = weak.lock()) self->cancel(asio::error::operation_aborted);
-        },
-        forwarding::post, asio::cancellation_type::all);
-  }
-
-  void begin(std::chrono::steady_clock::duration limit) override {
-    if (limit > std::chrono::steady_clock::duration::zero()) {
-      deadline_.emplace(core_->strand, limit);
-      deadline_->async_wait(on_strand([self = shared_from_this()](error_code ec) {
-        if (!ec) self->cancel(make_error_code(dlock::error::timed_out));
-      }));
-    }
-    started_ = core_->observed.started(waits_);
-    run(machine_.start());
-  }
-
-  void refuse(error_code ec) override {
-    core_->observed.finished(core_->observed.started(waits_), ec, 0, 0);
-    op_.complete(completion::post, core_->strand, ec);
-  }
-
   void cancel(error_code reason) override {
-    if (op_.done() || !machine_.cancel(reason)) return;
+    if (completed() || !machine_.cancel(reason)) return;
     // Interrupt what we wait on; its completion then drives the cleanup.
     if (current_ == action::lock) mutex_stop_.emit(asio::cancellation_type::terminal);
     if (current_ == action::wait) watch_.cancel();
-    if (current_ == action::backoff && timer_) timer_->cancel();
+    if (current_ == action::backoff) interrupt_sleep();
   }
 
  private:
-  template <class F>
-  asio::executor_binder<std::decay_t<F>, asio::any_io_executor> on_strand(F&& f) {
-    return asio::bind_executor(core_->strand, std::forward<F>(f));
-  }
+  void run() override { run(machine_.start()); }
 
   void run(action next) {
     current_ = next;
@@ -87,9 +54,9 @@ class acquire_shell final : public semaphore_acquire, public std::enable_shared_
       case action::lock:
         return lock();
       case action::ensure:
-        return ensure();
+        return ensure_path(machine_.leases_path());
       case action::create:
-        ++attempts_;
+        count_attempt();
         return create();
       case action::recover:
         return list(false);
@@ -100,19 +67,16 @@ class acquire_shell final : public semaphore_acquire, public std::enable_shared_
       case action::list:
         return list(true);
       case action::wait:
-        watch_.wait(on_strand([self = shared_from_this()](error_code ec, watch_event) {
-          self->run(self->machine_.on_watch_fired({classify(ec), ec}));
-        }));
-        return;
+        return wait_for_watch();
       case action::remove:
         watch_.cancel();
-        core_->remove(machine_.nodes(), {}, on_strand([self = shared_from_this()](error_code) {
+        core_->remove(machine_.nodes(), {}, on_strand([self = shared()](error_code) {
                         self->run(self->machine_.on_removed());
                       }));
         return;
       case action::unlock:
         watch_.cancel();  // Curator removes its watchers here too
-        mutex_->release(on_strand([self = shared_from_this()](error_code) {
+        mutex_->release(on_strand([self = shared()](error_code) {
           auto state = self->core_->zk.state();
           bool connected = state == session_state::connected || state == session_state::reconnected;
           self->run(self->machine_.on_unlocked(connected));
@@ -137,27 +101,16 @@ class acquire_shell final : public semaphore_acquire, public std::enable_shared_
       o.observer = silent_observer();
       mutex_.emplace(core_->zk, machine_.locks_path(), std::move(o));
     }
-    auto done = asio::bind_cancellation_slot(mutex_stop_.slot(), on_strand([self = shared_from_this()](error_code ec) {
+    auto done = asio::bind_cancellation_slot(mutex_stop_.slot(), on_strand([self = shared()](error_code ec) {
                                                self->run(self->machine_.on_locked({classify(ec), ec}));
                                              }));
     if (waits_) return mutex_->acquire(std::move(done));
     mutex_->try_acquire(std::move(done));
   }
 
-  // Every missing ancestor of `leases` as a container, pipelined: the last reply decides.
-  void ensure() {
-    auto prefixes = path_prefixes(machine_.leases_path());
-    pending_ = prefixes.size();
-    list_ec_ = {};
-    for (auto& prefix : prefixes) {
-      core_->zk.create(std::move(prefix), {}, create_mode::container,
-                       on_strand([self = shared_from_this()](error_code ec, zk::created) {
-                         if (ec && ec != zk::error::node_exists && !self->list_ec_) self->list_ec_ = ec;
-                         if (--self->pending_ == 0)
-                           self->run(self->machine_.on_ensured({classify(self->list_ec_), self->list_ec_}));
-                       }));
-    }
-  }
+  void path_ensured(reply r) override { run(machine_.on_ensured(r)); }
+  void watch_fired(reply r) override { run(machine_.on_watch_fired(r)); }
+  void slept() override { run(machine_.on_backoff_done()); }
 
   // The creates and the listing that judges them, pipelined: one session's
   // requests run in order, so the listing already holds our nodes.
@@ -166,7 +119,7 @@ class acquire_shell final : public semaphore_acquire, public std::enable_shared_
     pending_ = creates_.size() + 1;
     for (std::size_t i = 0; i < creates_.size(); ++i) {
       core_->zk.create(machine_.create_path(), core_->options.identifier, create_mode::ephemeral_sequential,
-                       on_strand([self = shared_from_this(), i](error_code ec, zk::created made) {
+                       on_strand([self = shared(), i](error_code ec, zk::created made) {
                          auto& c = self->creates_[i];
                          c.r = {classify(ec), ec};
                          if (!ec) c = {c.r, std::move(made.path), made.stat.czxid, made.stat.ephemeral_owner};
@@ -174,7 +127,7 @@ class acquire_shell final : public semaphore_acquire, public std::enable_shared_
                        }));
     }
     core_->zk.get_children(machine_.leases_path(), watch_,
-                           on_strand([self = shared_from_this()](error_code ec, std::vector<std::string> children,
+                           on_strand([self = shared()](error_code ec, std::vector<std::string> children,
                                                                  zk::stat) {
                              self->list_ec_ = ec;
                              self->children_ = std::move(children);
@@ -190,7 +143,7 @@ class acquire_shell final : public semaphore_acquire, public std::enable_shared_
 
   void list(bool with_watch) {
     if (machine_.needs_sync()) core_->zk.sync(machine_.leases_path(), on_strand([](error_code) {}));
-    auto handler = on_strand([self = shared_from_this(), with_watch](error_code ec, std::vector<std::string> children,
+    auto handler = on_strand([self = shared(), with_watch](error_code ec, std::vector<std::string> children,
                                                                      zk::stat) {
       reply r{classify(ec), ec};
       self->run(with_watch ? self->machine_.on_listed(r, children) : self->machine_.on_recovered(r, children));
@@ -211,7 +164,7 @@ class acquire_shell final : public semaphore_acquire, public std::enable_shared_
     owners_.assign(paths.size(), {});
     pending_ = paths.size();
     for (std::size_t i = 0; i < paths.size(); ++i) {
-      core_->zk.exists(paths[i], on_strand([self = shared_from_this(), i, confirming](error_code ec,
+      core_->zk.exists(paths[i], on_strand([self = shared(), i, confirming](error_code ec,
                                                                                       std::optional<zk::stat> st) {
                          if (!ec && !st) ec = zk::error::no_node;
                          self->owners_[i] = {{classify(ec), ec}, st ? st->ephemeral_owner : 0, st ? st->czxid : 0};
@@ -226,14 +179,12 @@ class acquire_shell final : public semaphore_acquire, public std::enable_shared_
   void backoff() {
     // Only cleanup is left after a cancel: the caller need not wait for a reconnection.
     if (machine_.cancelled() && machine_.winding()) complete(machine_.result());
-    if (!timer_) timer_.emplace(core_->strand);
-    timer_->expires_after(with_jitter(machine_.delay()));
-    timer_->async_wait(on_strand([self = shared_from_this()](error_code) { self->run(self->machine_.on_backoff_done()); }));
+    sleep(machine_.delay());
   }
 
   void finish() {
     auto ec = machine_.result();
-    if (!ec && !op_.done()) {
+    if (!ec && !completed()) {
       // Decided when the session can no longer vouch for the leases: not held.
       auto& nodes = machine_.nodes();
       auto owner = nodes.empty() ? std::nullopt : std::optional(nodes.front().owner);
@@ -246,24 +197,18 @@ class acquire_shell final : public semaphore_acquire, public std::enable_shared_
     complete(ec);
   }
 
-  void complete(error_code ec) {
-    if (op_.done()) return;
-    if (deadline_) deadline_->cancel();
-    if (core_->current.lock().get() == static_cast<semaphore_acquire*>(this)) core_->current.reset();
-    core_->observed.finished(started_, ec, attempts_, 0);
-    op_.complete(completion::dispatch, core_->strand, ec);
+  // The semaphore takes another acquire once this one is over.
+  void settle(error_code) override {
+    if (core_->current.lock().get() == this) core_->current.reset();
   }
 
+  std::shared_ptr<acquire_shell> shared() { return std::static_pointer_cast<acquire_shell>(shared_from_this()); }
+
   semaphore_core_ptr core_;
-  dlock::detail::op_base<void(error_code)> op_;
   bool waits_;
-  std::chrono::steady_clock::time_point started_{};  // when observed
-  std::uint32_t attempts_ = 0;                        // lease creations sent
   semaphore_machine machine_;
   std::optional<zk::mutex> mutex_;
   asio::cancellation_signal mutex_stop_;
-  zk::watch watch_;
-  std::optional<asio::steady_timer> timer_, deadline_;
   action current_ = action::done;
   std::size_t pending_ = 0;
   std::vector<created_lease> creates_;
@@ -274,7 +219,7 @@ class acquire_shell final : public semaphore_acquire, public std::enable_shared_
 
 }  // namespace
 
-std::shared_ptr<semaphore_acquire> make_semaphore_acquire(const semaphore_core_ptr& core, semaphore_mode mode,
+std::shared_ptr<acquire_op_base> make_semaphore_acquire(const semaphore_core_ptr& core, semaphore_mode mode,
                                                           std::size_t count, semaphore_handler handler) {
   return std::make_shared<acquire_shell>(core, mode, count, std::move(handler));
 }

@@ -16,19 +16,11 @@
 #include <boost/asio/error.hpp>
 #include <boost/asio/steady_timer.hpp>
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <optional>
 
 namespace dlock::zk::detail {
 namespace {
-
-std::string default_identifier() {
-  char host[256] = {};
-  if (gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
-  return std::string(host) + ":" + std::to_string(getpid());
-}
 
 error_code check_arguments(const std::string& path, std::size_t max_leases) {
   if (auto ec = validate_path(path)) return ec;
@@ -44,30 +36,13 @@ bool is_held(const semaphore_core& core, const std::shared_ptr<held_lease>& leas
 
 // --- the session, for the holder (as the locks watch it) ---
 
-void watch_session(const semaphore_core_ptr& core);
-
 void on_session_change(const semaphore_core_ptr& core, error_code ec, session_state state) {
   core->monitoring = false;
-  if (!core->held.empty()) {
-    error_code reason;
-    if (ec == dlock::error::closed || state == session_state::closed)
-      reason = make_error_code(dlock::error::closed);
-    else if (!ec && (state == session_state::lost || core->zk.session_id() != core->held.front()->node.owner))
-      reason = make_error_code(zk::error::session_expired);
-    else if (!ec && state == session_state::suspended && core->options.policy == loss_policy::standard)
-      reason = make_error_code(zk::error::connection_loss);
-    if (reason) core->lose(reason);
-  }
-  if (!ec && !core->closed && state != session_state::closed && !core->held.empty()) watch_session(core);
-}
-
-void watch_session(const semaphore_core_ptr& core) {
-  if (core->monitoring || core->closed) return;
-  core->monitoring = true;
-  core->zk.wait_state_change(asio::bind_cancellation_slot(
-      core->monitor_stop.slot(), asio::bind_executor(core->strand, [core](error_code ec, session_state s) {
-        on_session_change(core, ec, s);
-      })));
+  if (!core->held.empty())
+    if (auto reason = session_loss(core->zk, ec, state, core->held.front()->node.owner, core->options.policy))
+      core->lose(reason);
+  if (!ec && !core->closed && state != session_state::closed && !core->held.empty())
+    watch_session(core, on_session_change);
 }
 
 // --- each lease node, for the holder: deleted means lost ---
@@ -167,14 +142,9 @@ void semaphore_core::on_acquired(const std::vector<lease_node>& nodes) {
     watch_stalls();
   }
   // A change the monitor could not see while we only acquired is judged now.
-  auto now = zk.state();
-  if (now == session_state::closed)
-    return lose(make_error_code(dlock::error::closed));
-  if (now == session_state::lost || (!nodes.empty() && zk.session_id() != nodes.front().owner))
-    return lose(make_error_code(zk::error::session_expired));
-  if (now == session_state::suspended && options.policy == loss_policy::standard)
-    return lose(make_error_code(zk::error::connection_loss));
-  watch_session(shared_from_this());
+  auto owner = nodes.empty() ? std::nullopt : std::optional(nodes.front().owner);
+  if (auto reason = session_loss(zk, {}, zk.state(), owner, options.policy)) return lose(reason);
+  watch_session(shared_from_this(), on_session_change);
 }
 
 void semaphore_core::lose(error_code reason) {
@@ -248,9 +218,7 @@ void close_semaphore_core(const semaphore_core_ptr& core) noexcept {
   if (!core) return;
   try {
     asio::dispatch(core->strand, [core] {
-      core->closed = true;
-      core->monitor_stop.emit(asio::cancellation_type::terminal);
-      if (auto op = core->current.lock()) op->cancel(asio::error::operation_aborted);
+      core->stop_monitor_and_acquire();
       auto nodes = core->take_last(core->held.size());
       nodes.insert(nodes.end(), core->lost.begin(), core->lost.end());
       core->lost.clear();
@@ -267,6 +235,7 @@ void start_semaphore_acquire(const semaphore_core_ptr& core, semaphore_mode mode
   auto op = make_semaphore_acquire(core, mode, count, std::move(handler));
   op->hook_cancellation();
   asio::dispatch(core->strand, [core, op, mode, count, limit] {
+    op->starting(mode != semaphore_mode::try_once);
     error_code refusal = core->argument_error;
     if (!refusal && (count == 0 || count > core->max_leases)) refusal = dlock::error::invalid_argument;
     if (!refusal && mode == semaphore_mode::wait_for && limit <= std::chrono::steady_clock::duration::zero())

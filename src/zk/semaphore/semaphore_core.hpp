@@ -9,7 +9,9 @@
 
 #include "detail/observed_lock.hpp"
 #include "detail/stall_monitor_impl.hpp"
-#include "zk/locks/lock_core.hpp"  // owned_node, start_node_removal, classify
+#include "zk/locks/lock_core.hpp"  // owned_node, start_node_removal
+#include "zk/recipe/acquire_op_base.hpp"
+#include "zk/recipe/hold_monitor.hpp"
 #include "zk/semaphore/semaphore_recipe.hpp"
 
 #include <boost/asio/cancellation_signal.hpp>
@@ -22,27 +24,13 @@
 
 namespace dlock::zk::detail {
 
-/// The acquire in flight, as the core sees it.
-class semaphore_acquire {
- public:
-  virtual ~semaphore_acquire() = default;
-  /// In the initiating call: route cancellation from the handler's slot.
-  virtual void hook_cancellation() = 0;
-  /// On the strand: go ahead (`limit` > 0 arms a deadline).
-  virtual void begin(std::chrono::steady_clock::duration limit) = 0;
-  /// On the strand: refused before anything was sent.
-  virtual void refuse(error_code ec) = 0;
-  /// On the strand: the caller gave up (or the object went away) with `reason`.
-  virtual void cancel(error_code reason) = 0;
-};
-
 /// A lease held: its node and the watch that tells us it was deleted.
 struct held_lease {
   lease_node node;
   zk::watch watch;
 };
 
-class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
+class semaphore_core : public std::enable_shared_from_this<semaphore_core>, public hold_monitor {
  public:
   semaphore_core(client& zk_client, std::string semaphore_path, std::size_t max, semaphore_options opts);
 
@@ -66,10 +54,6 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
   std::atomic<std::size_t> count{0};              // held.size(), for leases() on any thread
   bool ever_held = false;
   bool lost_state = false;  // the last hold was lost and not released yet
-  bool closed = false;
-  bool monitoring = false;
-  asio::cancellation_signal monitor_stop;
-  std::weak_ptr<semaphore_acquire> current;
 
   /// An acquire won `nodes`: hold them, arm the loss signal, watch them and the session.
   void on_acquired(const std::vector<lease_node>& nodes);
@@ -85,7 +69,7 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
 };
 
 /// The acquire operation (acquire_shell.cpp): started on the strand.
-std::shared_ptr<semaphore_acquire> make_semaphore_acquire(const semaphore_core_ptr& core, semaphore_mode mode,
+std::shared_ptr<acquire_op_base> make_semaphore_acquire(const semaphore_core_ptr& core, semaphore_mode mode,
                                                           std::size_t count, semaphore_handler handler);
 
 }  // namespace dlock::zk::detail

@@ -89,17 +89,14 @@ action semaphore_machine::hunt() {
       dlock::detail::log(log_level::info, "zk semaphore: looking for lease nodes with GUID " + guid_ + " under " +
                                               leases_path_ + " in the background");
   }
-  delay_ = settings_.retry.max_backoff;
-  after_backoff_ = state::recovering;
+  retries_.at_slowest(state::recovering);
   return go(state::backing_off, action::backoff);
 }
 
 action semaphore_machine::retry(state then, error_code ec) {
   if (hunting_) return hunt();
-  if (!retries_.count_failure()) return wind_up(winding_ ? result_ : ec);
-  delay_ = retries_.delay();
-  after_backoff_ = then;
-  return go(state::backing_off, action::backoff);
+  if (retries_.after_failure(then)) return go(state::backing_off, action::backoff);
+  return wind_up(winding_ ? result_ : ec);
 }
 
 action semaphore_machine::resume(state s) {
@@ -122,7 +119,7 @@ action semaphore_machine::resume(state s) {
 
 action semaphore_machine::on_backoff_done() {
   if (state_ != state::backing_off) return action::done;
-  return resume(after_backoff_);
+  return resume(retries_.resumes());
 }
 
 action semaphore_machine::on_locked(reply r) {

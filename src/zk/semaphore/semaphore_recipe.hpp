@@ -104,7 +104,7 @@ class semaphore_machine {
   const std::vector<std::string>& targets() const noexcept { return targets_; }
   /// Our lease nodes: the ones to delete (`remove`), or the leases won (`done`, no error).
   const std::vector<lease_node>& nodes() const noexcept { return nodes_; }
-  std::chrono::milliseconds delay() const noexcept { return delay_; }
+  std::chrono::milliseconds delay() const noexcept { return retries_.delay(); }
   error_code result() const noexcept { return result_; }
   bool cancelled() const noexcept { return cancelled_; }
   /// Failed or cancelled: only the deletion of what we made is left.
@@ -140,7 +140,6 @@ class semaphore_machine {
   std::size_t to_create_ = 0;
   std::size_t unknown_ = 0;  // creates whose reply was lost: their nodes may exist
   state state_ = state::idle;
-  state after_backoff_ = state::idle;
   bool locked_ = false;     // we hold the `locks` mutex
   bool granted_ = false;    // the leases are ours; only the mutex's release is left
   bool winding_ = false;    // failed or cancelled: deleting what we made, then done
@@ -148,8 +147,7 @@ class semaphore_machine {
   bool cancelled_ = false;
   error_code cancel_reason_;
   error_code result_;
-  retry_counter retries_;
-  std::chrono::milliseconds delay_{0};
+  retry_pause<state> retries_;  // failures since the last progress, and the step to resume
 };
 
 }  // namespace dlock::zk::detail

@@ -136,4 +136,31 @@ BOOST_AUTO_TEST_CASE(jitter_adds_up_to_a_quarter_never_less) {
   BOOST_TEST(seen.size() > 10u);  // spread, not constant
 }
 
+// The lock and semaphore machines back off through retry_pause: the budget
+// is retry_counter's, the delay doubles, and the pause says which step to
+// resume; the cleanup's retries go past the budget, the search's pace is
+// the longest backoff.
+BOOST_AUTO_TEST_CASE(a_pause_remembers_its_delay_and_the_step_to_resume) {
+  enum class step { idle, listing, cleaning, searching };
+  retry_pause<step> pause(retry_policy{2, 20ms, 1000ms});
+  BOOST_TEST((pause.resumes() == step::idle));
+  BOOST_TEST(pause.after_failure(step::listing));
+  BOOST_TEST(pause.delay().count() == 20);
+  BOOST_TEST((pause.resumes() == step::listing));
+  BOOST_TEST(pause.after_failure(step::listing));
+  BOOST_TEST(pause.delay().count() == 40);
+  BOOST_TEST(!pause.after_failure(step::cleaning));  // out of budget: the pause is left as it was
+  BOOST_TEST(pause.delay().count() == 40);
+  BOOST_TEST((pause.resumes() == step::listing));
+  pause.after_failure_regardless(step::cleaning);
+  BOOST_TEST(pause.delay().count() == 160);
+  BOOST_TEST((pause.resumes() == step::cleaning));
+  pause.at_slowest(step::searching);
+  BOOST_TEST(pause.delay().count() == 1000);
+  BOOST_TEST((pause.resumes() == step::searching));
+  pause.reset();
+  BOOST_TEST(pause.after_failure(step::listing));
+  BOOST_TEST(pause.delay().count() == 20);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
