@@ -30,7 +30,7 @@ redlock_impl::redlock_impl(asio::any_io_executor ex, std::vector<std::shared_ptr
       options(o),
       observed(o.observer, masters.empty() || !masters[0] ? nullptr : masters[0]->get_options().observer, key,
                lock_kind::redlock),
-      hold(executor, drift_rule{o.drift_factor, redlock_drift_extra}),  // as hold_drift()
+      hold(executor, drift_of(o)),
       unsettled(masters.size()),
       deadline_timer_(executor),
       random_(jitter_seed()) {

@@ -81,8 +81,9 @@ class redlock_impl : public std::enable_shared_from_this<redlock_impl> {
   boost::container::small_vector<master_outcome, 7> outcomes;
   std::string last_outcomes() const;
 
-  /// The drift allowance of every round and hold: ttl * drift_factor + 2 ms.
-  drift_rule hold_drift() const noexcept { return {options.drift_factor, redlock_drift_extra}; }
+  /// The drift allowance of every round and hold.
+  drift_rule hold_drift() const noexcept { return drift_of(options); }
+  static drift_rule drift_of(const redlock_options& o) noexcept { return {o.drift_factor, o.drift_extra}; }
   /// After construction, with the impl in a shared_ptr: a lost hold (told by
   /// the hold) releases its keys in the background.
   void attach_hold();

@@ -5,7 +5,7 @@
 //     masters at once over their pipelined connections: one round trip, not N.
 //     Each master gets `master_timeout` (tens of ms, far below the TTL) to answer.
 //  2. The lock is held when a majority (N/2 + 1) said yes and
-//     validity = ttl - elapsed - (ttl * drift_factor + 2 ms) is positive. The
+//     validity = ttl - elapsed - (ttl * drift_factor + drift_extra) is positive. The
 //     decision is taken as soon as it is known; slow masters are not waited for.
 //  3. A failed attempt releases the key on *all* masters (a SET may have landed
 //     without its answer reaching us), then waits retry_delay +/- retry_jitter
@@ -16,7 +16,7 @@
 //
 // Assumptions (the algorithm is only as safe as these):
 //  - Clocks of the client and the masters advance at about the same rate:
-//    drift is bounded by drift_factor (default 1%) plus 2 ms.
+//    drift is bounded by drift_factor (default 1%) plus drift_extra (2 ms).
 //  - A master that runs without persistence (or with fsync off) must stay down
 //    for at least one TTL before it restarts empty: otherwise it forgets our key
 //    and a second client can reach a majority. Delay restarts, or enable AOF

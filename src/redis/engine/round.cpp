@@ -20,8 +20,10 @@ std::string_view redlock_invalid_reason(const redlock_options& options, std::siz
     return "redlock: durations must not exceed dlock::max_duration (100 years)";
   if (!(options.drift_factor >= 0.0 && options.drift_factor < 1.0))
     return "redlock: drift_factor must be in [0, 1)";
-  if (!exceeds_drift(options.ttl, {options.drift_factor, redlock_drift_extra}))
-    return "redlock: ttl must be larger than its drift allowance (ttl * drift_factor + 2 ms)";
+  if (options.drift_extra < milliseconds::zero() || options.drift_extra > dlock::max_duration)
+    return "redlock: drift_extra must not be negative nor exceed dlock::max_duration";
+  if (!exceeds_drift(options.ttl, {options.drift_factor, options.drift_extra}))
+    return "redlock: ttl must be larger than its drift allowance (ttl * drift_factor + drift_extra)";
   if (options.master_timeout <= milliseconds::zero())
     return "redlock: master_timeout must be positive";
   if (options.master_timeout >= options.ttl)

@@ -22,9 +22,6 @@ struct drift_rule {
   std::chrono::milliseconds extra{2};
 };
 
-/// Redlock's fixed part of the drift allowance (redlock_options has no knob for it).
-inline constexpr std::chrono::milliseconds redlock_drift_extra{2};
-
 inline std::chrono::microseconds drift(std::chrono::milliseconds ttl, drift_rule rule) {
   auto scaled = static_cast<double>(ttl.count()) * 1000.0 * rule.factor;
   return std::chrono::microseconds(static_cast<std::int64_t>(scaled)) + rule.extra;

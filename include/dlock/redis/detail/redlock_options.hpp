@@ -17,8 +17,11 @@ namespace dlock::redis {
 struct redlock_options {
   /// How long the key lives on each master after a successful SET or extend.
   std::chrono::milliseconds ttl{10'000};
-  /// Clock drift allowance: drift = ttl * drift_factor + 2 ms. In [0, 1).
+  /// Clock drift allowance: drift = ttl * drift_factor + drift_extra.
+  /// drift_factor in [0, 1).
   double drift_factor = 0.01;
+  /// See drift_factor; not negative.
+  std::chrono::milliseconds drift_extra{2};
   /// How long one attempt waits for each master. Much smaller than `ttl`, so a
   /// dead or stopped master costs at most this much per attempt.
   std::chrono::milliseconds master_timeout{50};
