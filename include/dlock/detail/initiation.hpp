@@ -9,6 +9,9 @@
 
 #include <dlock/detail/require_cxx20.hpp>
 
+#include <dlock/detail/in_place.hpp>
+
+#include <boost/asio/any_completion_handler.hpp>
 #include <boost/asio/async_result.hpp>
 
 #include <type_traits>
@@ -44,6 +47,19 @@ template <class Token, class Signature, class Object, class Start, class... Args
 auto async_initiate_on(const Object& object, Start start, std::type_identity_t<Token>& token, Args&&... args) {
   return boost::asio::async_initiate<Token, Signature>(initiation_on<Object, Start>(object, std::move(start)), token,
                                                        std::forward<Args>(args)...);
+}
+
+/// The same for an object whose operations start from a type-erased
+/// handler: `start(handler, in_place, args...)`, `in_place` when the handler
+/// runs on the object's executor (it may then complete without a dispatch).
+template <class Token, class Signature, class Object, class Start, class... Args>
+auto async_initiate_erased(const Object& object, Start start, std::type_identity_t<Token>& token, Args&&... args) {
+  auto erase = [&object, start = std::move(start)](auto handler, auto&&... a) {
+    bool in_place = runs_on(handler, object.get_executor());
+    start(boost::asio::any_completion_handler<Signature>(std::move(handler)), in_place,
+          std::forward<decltype(a)>(a)...);
+  };
+  return async_initiate_on<Token, Signature>(object, std::move(erase), token, std::forward<Args>(args)...);
 }
 
 }  // namespace dlock::detail

@@ -59,11 +59,8 @@ class basic_hold {
   /// holds afterwards); destroying the connection first gives `closed`.
   template <class Token = default_token>
   auto acquire(Token&& token = {}) {
-    return dlock::detail::async_initiate_on<Token, void(error_code)>(*this,
-        [this](auto handler) {
-          bool in_place = dlock::detail::runs_on(handler, get_executor());
-          start_acquire(true, std::nullopt, handler_type(std::move(handler)), in_place);
-        },
+    return dlock::detail::async_initiate_erased<Token, void(error_code)>(*this,
+        [this](handler_type h, bool in_place) { start_acquire(true, std::nullopt, std::move(h), in_place); },
         token);
   }
 
@@ -78,11 +75,8 @@ class basic_hold {
   /// semaphore), and those of `acquire()`.
   template <class Token = default_token>
   auto try_acquire(Token&& token = {}) {
-    return dlock::detail::async_initiate_on<Token, void(error_code)>(*this,
-        [this](auto handler) {
-          bool in_place = dlock::detail::runs_on(handler, get_executor());
-          start_acquire(false, std::nullopt, handler_type(std::move(handler)), in_place);
-        },
+    return dlock::detail::async_initiate_erased<Token, void(error_code)>(*this,
+        [this](handler_type h, bool in_place) { start_acquire(false, std::nullopt, std::move(h), in_place); },
         token);
   }
 
@@ -100,10 +94,9 @@ class basic_hold {
   template <class Token = default_token>
   auto acquire_for(std::chrono::steady_clock::duration limit, Token&& token = {}) {
     auto wait = dlock::detail::limit_in_ms(limit);
-    return dlock::detail::async_initiate_on<Token, void(error_code)>(*this,
-        [this](auto handler, std::chrono::milliseconds w) {
-          bool in_place = dlock::detail::runs_on(handler, get_executor());
-          start_acquire(true, w, handler_type(std::move(handler)), in_place);
+    return dlock::detail::async_initiate_erased<Token, void(error_code)>(*this,
+        [this](handler_type h, bool in_place, std::chrono::milliseconds w) {
+          start_acquire(true, w, std::move(h), in_place);
         },
         token, wait);
   }
@@ -123,11 +116,8 @@ class basic_hold {
   /// no-op that succeeds; `not_held` when nothing was held; `closed`.
   template <class Token = default_token>
   auto release(Token&& token = {}) {
-    return dlock::detail::async_initiate_on<Token, void(error_code)>(*this,
-        [this](auto handler) {
-          bool in_place = dlock::detail::runs_on(handler, get_executor());
-          start_release(handler_type(std::move(handler)), in_place);
-        },
+    return dlock::detail::async_initiate_erased<Token, void(error_code)>(*this,
+        [this](handler_type h, bool in_place) { start_release(std::move(h), in_place); },
         token);
   }
 

@@ -182,10 +182,9 @@ class connection {
   /// a script). QUIT is allowed: the connection then reconnects.
   template <class Token = default_token>
   auto exec(command cmd, Token&& token = {}) {
-    return dlock::detail::async_initiate_on<Token, void(error_code, reply)>(*this,
-        [this](auto handler, command c) {
-          bool in_place = dlock::detail::runs_on(handler, get_executor());
-          start_exec(std::move(c).take_encoded(), nullptr, 0, handler_type(std::move(handler)), in_place);
+    return dlock::detail::async_initiate_erased<Token, void(error_code, reply)>(*this,
+        [this](handler_type h, bool in_place, command c) {
+          start_exec(std::move(c).take_encoded(), nullptr, 0, std::move(h), in_place);
         },
         token, std::move(cmd));
   }
@@ -229,10 +228,9 @@ class connection {
   /// reference as the first `eval`.
   template <class Token = default_token>
   auto eval(const script& s, command tail, Token&& token = {}) {
-    return dlock::detail::async_initiate_on<Token, void(error_code, reply)>(*this,
-        [this](auto handler, std::shared_ptr<const script::data> sd, command t) {
-          bool in_place = dlock::detail::runs_on(handler, get_executor());
-          start_eval(std::move(sd), t, handler_type(std::move(handler)), in_place);
+    return dlock::detail::async_initiate_erased<Token, void(error_code, reply)>(*this,
+        [this](handler_type h, bool in_place, std::shared_ptr<const script::data> sd, command t) {
+          start_eval(std::move(sd), t, std::move(h), in_place);
         },
         token, s.shared(), std::move(tail));
   }

@@ -132,11 +132,8 @@ class redlock {
   /// Destroying the redlock ends the acquire (`operation_aborted`).
   template <class Token = default_token>
   auto acquire(Token&& token = {}) {
-    return dlock::detail::async_initiate_on<Token, void(error_code)>(*this,
-        [this](auto handler) {
-          bool in_place = dlock::detail::runs_on(handler, get_executor());
-          start_lock(handler0(std::move(handler)), true, std::nullopt, in_place);
-        },
+    return dlock::detail::async_initiate_erased<Token, void(error_code)>(*this,
+        [this](handler0 h, bool in_place) { start_lock(std::move(h), true, std::nullopt, in_place); },
         token);
   }
 
@@ -150,11 +147,8 @@ class redlock {
   /// `dlock::error::taken` when others hold a majority, and those of `acquire()`.
   template <class Token = default_token>
   auto try_acquire(Token&& token = {}) {
-    return dlock::detail::async_initiate_on<Token, void(error_code)>(*this,
-        [this](auto handler) {
-          bool in_place = dlock::detail::runs_on(handler, get_executor());
-          start_lock(handler0(std::move(handler)), false, std::nullopt, in_place);
-        },
+    return dlock::detail::async_initiate_erased<Token, void(error_code)>(*this,
+        [this](handler0 h, bool in_place) { start_lock(std::move(h), false, std::nullopt, in_place); },
         token);
   }
 
@@ -173,11 +167,8 @@ class redlock {
   template <class Token = default_token>
   auto acquire_for(std::chrono::steady_clock::duration limit, Token&& token = {}) {
     auto wait = dlock::detail::limit_in_ms(limit);
-    return dlock::detail::async_initiate_on<Token, void(error_code)>(*this,
-        [this](auto handler, std::chrono::milliseconds w) {
-          bool in_place = dlock::detail::runs_on(handler, get_executor());
-          start_lock(handler0(std::move(handler)), true, w, in_place);
-        },
+    return dlock::detail::async_initiate_erased<Token, void(error_code)>(*this,
+        [this](handler0 h, bool in_place, std::chrono::milliseconds w) { start_lock(std::move(h), true, w, in_place); },
         token, wait);
   }
 
@@ -200,11 +191,8 @@ class redlock {
   /// succeeds; `not_held` when nothing was held.
   template <class Token = default_token>
   auto release(Token&& token = {}) {
-    return dlock::detail::async_initiate_on<Token, void(error_code)>(*this,
-        [this](auto handler) {
-          bool in_place = dlock::detail::runs_on(handler, get_executor());
-          start_unlock(handler0(std::move(handler)), in_place);
-        },
+    return dlock::detail::async_initiate_erased<Token, void(error_code)>(*this,
+        [this](handler0 h, bool in_place) { start_unlock(std::move(h), in_place); },
         token);
   }
 
