@@ -148,6 +148,8 @@ asio::awaitable<error_code> extend_step(std::weak_ptr<lock_state> weak) {
 // the drift allowance eats whole could never be held).
 error_code validate_options(const hold_commands& what, const lock_options& o) {
   if (auto ec = what.invalid(o.ttl)) return ec;
+  // A lease has no fencing token to give.
+  if (o.fencing && what.what == hold_commands::kind::semaphore) return dlock::error::invalid_argument;
   // Beyond max_duration a deadline (now + duration, in nanoseconds) overflows.
   auto out_of_range = [](std::chrono::milliseconds d) { return d.count() < 0 || d > dlock::max_duration; };
   bool bad = out_of_range(o.wait) || out_of_range(o.retry_delay) || out_of_range(o.retry_jitter) ||

@@ -75,7 +75,7 @@ struct lock_state : std::enable_shared_from_this<lock_state> {
   std::shared_ptr<connection_impl> conn;
   asio::any_io_executor executor;
   hold_commands commands;  // the key, and what is sent to it
-  lock_options opts;       // a semaphore's, with fencing off
+  lock_options opts;       // a semaphore's too (refused with fencing on)
   dlock::detail::observed_lock observed;  // who is told of this lock's events
   // One operation at a time: at most one of these is true (or holding()).
   bool acquiring = false;

@@ -221,6 +221,9 @@ asio::awaitable<void> hold_options_semaphore(asio::any_io_executor ex) {
     redis::semaphore lease(conn, fresh("sem"), 2, o);
     co_await check_hold(conn, lease, std::string("semaphore ") + c.name, c.outcome, {});
   }
+  // The lock's options, but a lease has no fencing token to give.
+  redis::semaphore fenced(conn, fresh("sem"), 2, {.fencing = true});
+  co_await check_hold(conn, fenced, "semaphore fencing on", expect::refused, {});
   close_all(masters);
 }
 

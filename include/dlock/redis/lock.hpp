@@ -14,7 +14,8 @@
 
 namespace dlock::redis {
 
-/// How a `redis::lock` acquires, holds and extends.
+/// How a `redis::lock` (and a `redis::semaphore`'s lease) acquires, holds and
+/// extends.
 struct lock_options {
   /// The key's time to live on the server (PX), and of each extension.
   std::chrono::milliseconds ttl{10000};
@@ -41,6 +42,7 @@ struct lock_options {
   /// `<key>:fencing` in one atomic step (a MULTI block). Off by default: the
   /// counter is a second key that stays for good, and the block costs about
   /// 5 % of an acquire+release here (benchmarks/RESULTS.md, "Fencing's cost").
+  /// A semaphore refuses it (dlock::error::invalid_argument).
   bool fencing = false;
   /// Told of this lock's events (dlock/observer.hpp); none: the connection's.
   std::shared_ptr<dlock::observer> observer{};

@@ -6,6 +6,7 @@
 #include <dlock/observer.hpp>
 #include <dlock/redis/basic_hold.hpp>
 #include <dlock/redis/connection.hpp>
+#include <dlock/redis/lock.hpp>
 
 #include <chrono>
 #include <cstddef>
@@ -14,11 +15,10 @@
 
 namespace dlock::redis {
 
-/// How a `redis::semaphore` acquires, holds and extends its lease; the same
-/// names and meanings as `lock_options` (there is no fencing option).
-struct semaphore_options {
-  /// The lease's time to live on the server, and of each extension.
-  std::chrono::milliseconds ttl{10000};
+/// How a `redis::semaphore` acquires, holds and extends its lease: the
+/// options of `redis::lock`, field for field (a lease has no fencing token:
+/// `fencing` on is refused with dlock::error::invalid_argument).
+using semaphore_options = lock_options;
   /// acquire(): keep trying this long, then fail with dlock::error::timed_out.
   std::chrono::milliseconds wait{10000};
   /// Delay between attempts: retry_delay +- retry_jitter (uniform).
@@ -112,9 +112,6 @@ class semaphore : public basic_hold {
   std::size_t max_leases() const noexcept;
   /// The options given at construction.
   const semaphore_options& options() const noexcept;
-
- private:
-  semaphore_options opts_;
 };
 
 static_assert(lockable<semaphore>);
