@@ -19,27 +19,6 @@ namespace dlock::redis {
 /// options of `redis::lock`, field for field (a lease has no fencing token:
 /// `fencing` on is refused with dlock::error::invalid_argument).
 using semaphore_options = lock_options;
-  /// acquire(): keep trying this long, then fail with dlock::error::timed_out.
-  std::chrono::milliseconds wait{10000};
-  /// Delay between attempts: retry_delay +- retry_jitter (uniform).
-  std::chrono::milliseconds retry_delay{100};
-  /// See retry_delay.
-  std::chrono::milliseconds retry_jitter{50};
-  /// validity = ttl - (now - sent) - (ttl * drift_factor + drift_extra).
-  double drift_factor = 0.01;
-  /// See drift_factor.
-  std::chrono::milliseconds drift_extra{2};
-  /// While held, extend every ttl * extend_fraction; a failed extension, or
-  /// validity running out first, is a loss.
-  bool auto_extend = false;
-  /// See auto_extend.
-  double extend_fraction = 1.0 / 3;
-  /// No extension beyond this total hold time (0: no cap); the lease then
-  /// expires by its TTL and the loss is told.
-  std::chrono::milliseconds max_hold{0};
-  /// Told of this semaphore's events (dlock/observer.hpp); none: the connection's.
-  std::shared_ptr<dlock::observer> observer{};
-};
 
 /// One lease of a counting semaphore kept in a sorted set at `key`: each
 /// member is a holder's token (128 random bits, hex, fresh for every

@@ -156,12 +156,8 @@ action acquire_machine::on_listed(reply r, std::span<const std::string> children
           return go(state::checking_owner, action::check_owner);
         }
         return create_never_happened();
-      case step_result::no_node:
-        return create_never_happened();
-      case step_result::connection_loss:
-        return retry(state::recovering, r.ec);
       default:
-        return finish(hunting_ ? result_ : r.ec);
+        return recovery_failed(r);
     }
   }
   switch (r.result) {
@@ -217,6 +213,15 @@ action acquire_machine::on_owner(reply r, std::int64_t ephemeral_owner, std::int
       retries_.reset();
       if (hunting_) return cleanup(result_);
       return resume(state::listing);
+    default:
+      return recovery_failed(r);
+  }
+}
+
+// A recovery step (finding our node by its GUID, reading its owner) that did
+// not succeed: no node means the create never happened.
+action acquire_machine::recovery_failed(const reply& r) {
+  switch (r.result) {
     case step_result::no_node:
       return create_never_happened();
     case step_result::connection_loss:

@@ -90,6 +90,7 @@ class acquire_machine final : public acquire_steps {
   action cleanup(error_code ec);
   action hunt(error_code ec);
   action create_never_happened();
+  action recovery_failed(const reply& r);
   action finish(error_code ec);
   action fail(reply r);
   action failed_in_line(reply r);
