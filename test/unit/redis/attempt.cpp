@@ -171,6 +171,22 @@ BOOST_AUTO_TEST_CASE(the_deadline_fails_a_pending_round_and_a_late_yes_is_releas
   BOOST_TEST(!late.decided);
 }
 
+// An extend's compare-and-PEXPIRE is sent again after NOSCRIPT, as an
+// acquire's SET script is: it is idempotent, and a flushed script cache must
+// not cost the hold.
+BOOST_AUTO_TEST_CASE(an_extend_not_run_is_sent_again_once) {
+  for_each_step(five, [](std::size_t fault) {
+    auto a = make_attempt(round_kind::extend);
+    bool resent = false;
+    for (std::size_t i = 0; i < five; ++i) {
+      if (i == fault) resent = a.on_answer(i, noscript().ec, {}, t0 + 1ms, false).resend;
+      a.on_answer(i, {}, reply::make_integer(1), t0 + 1ms, false);
+    }
+    BOOST_TEST(a.won());
+    return resent;
+  });
+}
+
 BOOST_AUTO_TEST_CASE(an_extend_never_releases_on_its_own) {
   auto a = make_attempt(round_kind::extend);
   for (std::size_t i = 0; i < 3; ++i) a.on_answer(i, {}, reply::make_integer(0), t0 + 1ms, false);
