@@ -111,13 +111,23 @@ void inline_command::set(std::initializer_list<std::string_view> arguments) {
   wire.clear();
   script.reset();
   tail_offset = 0;
+  replies = 1;
   append_command(wire, arguments);
+}
+
+void inline_command::set_block(std::initializer_list<std::initializer_list<std::string_view>> commands) {
+  wire.clear();
+  script.reset();
+  tail_offset = 0;
+  replies = static_cast<std::uint32_t>(commands.size());
+  for (auto arguments : commands) append_command(wire, arguments);
 }
 
 void inline_command::set(const redis::script& s, std::initializer_list<std::string_view> keys,
                          std::initializer_list<std::string_view> args) {
   wire.clear();
   script = s.shared();
+  replies = 1;
   tail_offset = static_cast<std::uint32_t>(append_evalsha(wire, *script, keys, args));
 }
 
@@ -139,25 +149,31 @@ void borrow_command(request& r, const inline_command& cmd) {
   r.borrowed = cmd.bytes();
   r.script = cmd.script.get();
   r.tail_offset = cmd.tail_offset;
+  r.replies = cmd.replies;
 }
 
 }  // namespace
 
-request_handle connection_access::send(connection& c, const inline_command& cmd, std::shared_ptr<reply_sink> sink,
-                                       std::size_t index, bool on_executor) {
-  auto& impl = *c.impl_;
+request_handle connection_access::send(const std::shared_ptr<connection_impl>& c, const inline_command& cmd,
+                                       std::shared_ptr<reply_sink> sink, std::size_t index, bool on_executor) {
+  auto& impl = *c;
   request_ptr r = on_executor ? impl.make_request() : std::make_shared<request>();
   borrow_command(*r, cmd);
   r->answer_to(std::move(sink), index, on_executor);
   request_handle handle{r, r->generation};
   if (on_executor) impl.enqueue(std::move(r));
-  else asio::dispatch(impl.executor(), [impl = c.impl_, r = std::move(r)]() mutable { impl->enqueue(std::move(r)); });
+  else asio::dispatch(impl.executor(), [impl = c, r = std::move(r)]() mutable { impl->enqueue(std::move(r)); });
   return handle;
 }
 
-void connection_access::abandon(connection& c, request_handle handle) {
-  asio::dispatch(c.impl_->executor(),
-                 [impl = c.impl_, handle = std::move(handle)] { impl->abandon(handle); });
+void connection_access::abandon(const std::shared_ptr<connection_impl>& c, request_handle handle) {
+  asio::dispatch(c->executor(), [impl = c, handle = std::move(handle)] { impl->abandon(handle); });
+}
+
+void connection_access::wait_for(const std::shared_ptr<connection_impl>& c, connection_state target,
+                                 handler_type0 handler) {
+  auto w = c->new_waiter(target, false, std::move(handler));
+  asio::dispatch(c->executor(), [impl = c, w = std::move(w)]() mutable { impl->wait_for(std::move(w)); });
 }
 
 void connection_access::submit(connection_impl& impl, encoded_command cmd, handler_type handler) {
@@ -201,8 +217,7 @@ void connection::start_connect(handler_type0 handler) {
 }
 
 void connection::start_wait(connection_state target, handler_type0 handler) {
-  auto w = impl_->new_waiter(target, false, std::move(handler));
-  asio::dispatch(impl_->executor(), [impl = impl_, w = std::move(w)]() mutable { impl->wait_for(std::move(w)); });
+  detail::connection_access::wait_for(impl_, target, std::move(handler));
 }
 
 void connection::start_exec(std::string wire, std::shared_ptr<const script::data> fallback,

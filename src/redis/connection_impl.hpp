@@ -69,8 +69,11 @@ struct inline_command {
   command_buffer wire;  // EVALSHA form for a script
   std::shared_ptr<const redis::script::data> script;
   std::uint32_t tail_offset = 0;  // where numkeys starts, for the EVAL form
+  std::uint32_t replies = 1;      // more than one for a MULTI ... EXEC block
 
   void set(std::initializer_list<std::string_view> arguments);
+  /// Several commands sent as one (a MULTI ... EXEC block): its last reply is the answer.
+  void set_block(std::initializer_list<std::initializer_list<std::string_view>> commands);
   void set(const redis::script& s, std::initializer_list<std::string_view> keys,
            std::initializer_list<std::string_view> args);
   bool empty() const noexcept { return wire.empty(); }
@@ -103,11 +106,13 @@ struct connection_access {
   // executor and so does the sink, which then gets replies in place. Returns
   // a handle for abandon(). `cmd` belongs to `sink` and must not change
   // while the request is owed: the request borrows its bytes.
-  static request_handle send(connection& c, const inline_command& cmd, std::shared_ptr<reply_sink> sink,
-                             std::size_t index, bool on_executor);
+  static request_handle send(const std::shared_ptr<connection_impl>& c, const inline_command& cmd,
+                             std::shared_ptr<reply_sink> sink, std::size_t index, bool on_executor);
   // The request gets operation_aborted unless it has completed; the reply,
   // if it comes, is read and dropped.
-  static void abandon(connection& c, request_handle r);
+  static void abandon(const std::shared_ptr<connection_impl>& c, request_handle r);
+  // connection::wait_for, from any thread.
+  static void wait_for(const std::shared_ptr<connection_impl>& c, connection_state target, handler_type0 handler);
 };
 
 // Why a connection cannot work with `o` (empty when it can): refused by

@@ -25,7 +25,7 @@ using handler0 = asio::any_completion_handler<void(error_code)>;
 // ------------------------------------------------------------------ extend_op
 
 // Why a hold cannot be extended: lost (as redis::lock says), or not held.
-error_code not_extendable(const redlock_impl& owner) {
+error_code not_extendable(const lock_engine& owner) {
   if (owner.acquiring) return dlock::error::not_held;
   return owner.hold.state() == hold::phase::lost ? dlock::error::lost : dlock::error::not_held;
 }
@@ -33,15 +33,14 @@ error_code not_extendable(const redlock_impl& owner) {
 /// Compare-and-PEXPIRE on every master, decided at the majority.
 class extend_op final : public round_fanout {
  public:
-  extend_op(std::shared_ptr<redlock_impl> owner, milliseconds ttl, handler0 handler)
-      : round_fanout(owner, round_kind::extend, ttl, redlock_clock::now(), false),
+  extend_op(std::shared_ptr<lock_engine> owner, milliseconds ttl, handler0 handler)
+      : round_fanout(owner, round_kind::extend, ttl, redlock_clock::now()),
         ttl_(ttl),
         hold_id_(owner_->hold.id()),
         op_(std::move(handler)) {}
 
   void start() {
-    auto ttl = std::to_string(ttl_.count());
-    set_command(extend_script(), {owner_->key}, {owner_->hold.token(), ttl});
+    owner_->commands.extend(command(), owner_->hold.token(), ttl_);
     send_to_all();
     arm_deadline();
   }
@@ -54,13 +53,14 @@ class extend_op final : public round_fanout {
     if (owner_->hold.id() != hold_id_ || !owner_->hold.held())
       return complete(not_extendable(*owner_));  // released or lost meanwhile
     owner_->note_outcomes(round);
-    if (round.state() == round_state::acquired) {
+    if (attempt_.won()) {
       owner_->hold.renew(round.start(), ttl_);
       return complete(error_code{});
     }
-    owner_->hold.extension_failed(round.failure());
-    owner_->hold.lose(make_error_code(dlock::error::lost));
-    complete(dlock::error::lost);
+    auto verdict = attempt_.extend_failure();
+    owner_->hold.extension_failed(attempt_.failure());
+    if (verdict.loses) owner_->hold.lose(verdict.told);
+    complete(verdict.told);
   }
   void complete(error_code ec) { op_.complete(dlock::detail::completion::dispatch, owner_->executor, ec); }
 
@@ -69,16 +69,66 @@ class extend_op final : public round_fanout {
   dlock::detail::op_base<void(error_code)> op_;
 };
 
+// The new release() of the hold: compare-and-delete on every master.
+void send_release(std::shared_ptr<lock_engine> owner, std::string token, handler0 handler, bool in_place) {
+  auto op = std::make_shared<release_fanout>(std::move(owner), token, std::move(handler), in_place);
+  op->ends_release();
+  op->start();
+}
+
 }  // namespace
 
-void start_extend(std::shared_ptr<redlock_impl> owner, milliseconds ttl, handler0 handler) {
+void start_extend(std::shared_ptr<lock_engine> owner, milliseconds ttl, handler0 handler) {
+  auto timeout = owner->options.master_timeout;
+  if (ttl <= milliseconds::zero() || ttl > dlock::max_duration || (timeout > milliseconds::zero() && timeout >= ttl))
+    return post_completion(owner->executor, std::move(handler), make_error_code(dlock::error::invalid_argument));
   if (owner->acquiring || !owner->hold.held())
     return post_completion(owner->executor, std::move(handler), not_extendable(*owner));
-  if (ttl <= milliseconds::zero() || ttl > dlock::max_duration || owner->options.master_timeout >= ttl)
-    return post_completion(owner->executor, std::move(handler),
-                          make_error_code(dlock::error::invalid_argument));
   auto op = std::make_shared<extend_op>(std::move(owner), ttl, std::move(handler));
   op->start();
+}
+
+void start_release(std::shared_ptr<lock_engine> owner, handler0 h, bool in_place) {
+  if (owner->acquiring)  // a lost hold being acquired again: nothing to release
+    return post_completion(owner->executor, std::move(h), make_error_code(dlock::error::not_held));
+  if (owner->hold.state() == hold::phase::lost) {
+    // lose() released the keys in the background already: tell the reason.
+    auto reason = owner->hold.loss().reason();
+    owner->hold.end();
+    owner->released = true;
+    owner->released_masters = 0;
+    return post_completion(owner->executor, std::move(h), reason);
+  }
+  if (!owner->hold.held())
+    return post_completion(owner->executor, std::move(h),
+                           owner->released ? error_code() : make_error_code(dlock::error::not_held));
+  owner->released = true;
+  if (owner->every_master_closed()) {  // nothing can be sent: the keys go with their TTL
+    owner->hold.end();                  // stops auto-extension too
+    owner->released_masters = 0;
+    return post_completion(owner->executor, std::move(h), make_error_code(dlock::error::closed));
+  }
+  owner->releasing = true;  // no acquire until it completes (see release_fanout::complete)
+  auto token = owner->hold.token();
+  if (!owner->options.auto_extend) {  // nothing to wait for
+    owner->hold.end();
+    return send_release(std::move(owner), std::move(token), std::move(h), in_place);
+  }
+  // No extension may land after the release: wait for one in flight. The
+  // token is this hold's, taken now.
+  auto& hold = owner->hold;
+  hold.end(handler0([owner = std::move(owner), token = std::move(token), h = std::move(h), in_place](error_code) mutable {
+    send_release(std::move(owner), std::move(token), std::move(h), in_place);
+  }));
+}
+
+void abandon(std::shared_ptr<lock_engine> owner) {
+  asio::post(owner->executor, [owner] {
+    // An acquire in progress ends (operation_aborted): nobody could release what it took.
+    cancel_acquire(*owner);
+    if (owner->hold.state() != hold::phase::idle)
+      owner->hold.end([owner](error_code) { owner->release_in_background(); });
+  });
 }
 
 }  // namespace detail
@@ -113,27 +163,25 @@ redlock::redlock(asio::any_io_executor executor, std::vector<std::shared_ptr<con
     masters.clear();
     if (dlock::detail::log_enabled(log_level::error)) dlock::detail::log(log_level::error, reason);
   }
-  impl_ = std::make_shared<detail::redlock_impl>(std::move(executor), std::move(masters), std::move(key),
-                                                 options);
+  std::vector<std::shared_ptr<detail::connection_impl>> connections;
+  for (auto& master : masters) connections.push_back(detail::connection_access::impl(*master));
+  auto commands = detail::hold_commands::redlock(std::move(key), options.fencing);
+  impl_ = std::make_shared<detail::lock_engine>(std::move(executor), std::move(connections), std::move(commands),
+                                                options, lock_kind::redlock);
+  if (!reason.empty()) impl_->invalid = dlock::error::invalid_argument;
   impl_->invalid_reason = std::move(reason);
   impl_->attach_hold();
 }
 
 redlock::~redlock() {
-  if (!impl_) return;  // moved from
-  asio::post(impl_->executor, [impl = impl_] {
-    // An acquire in progress ends (operation_aborted): nobody could release what it took.
-    detail::cancel_acquire(*impl);
-    if (impl->hold.state() != detail::hold::phase::idle)
-      impl->hold.end([impl](error_code) { impl->release_in_background(); });
-  });
+  if (impl_) detail::abandon(impl_);  // not when moved from
 }
 
 redlock::executor_type redlock::get_executor() const noexcept { return impl_->executor; }
 
 void redlock::start_settle(handler0 handler) {
-  auto waiter = std::make_shared<detail::redlock_impl::settle_waiter>(
-      detail::redlock_impl::settle_waiter{dlock::detail::op_base<void(error_code)>(std::move(handler))});
+  auto waiter = std::make_shared<detail::lock_engine::settle_waiter>(
+      detail::lock_engine::settle_waiter{dlock::detail::op_base<void(error_code)>(std::move(handler))});
   // A cancelled wait leaves the list at once; the deletes go on.
   auto on_cancel = [owner = std::weak_ptr(impl_), weak = std::weak_ptr(waiter)](asio::cancellation_type) {
     auto impl = owner.lock();
@@ -158,40 +206,7 @@ void redlock::start_lock(handler0 handler, bool retry, std::optional<std::chrono
 
 void redlock::start_unlock(handler0 handler, bool in_place) {
   dlock::detail::dispatch_here(impl_->executor, [impl = impl_, h = std::move(handler), in_place]() mutable {
-    if (impl->acquiring)  // a lost hold being acquired again: nothing to release
-      return detail::post_completion(impl->executor, std::move(h), make_error_code(dlock::error::not_held));
-    if (impl->hold.state() == detail::hold::phase::lost) {
-      // lose() released the keys in the background already: tell the reason.
-      auto reason = impl->hold.loss().reason();
-      impl->hold.end();
-      impl->released = true;
-      impl->released_masters = 0;
-      return detail::post_completion(impl->executor, std::move(h), reason);
-    }
-    if (!impl->hold.held())
-      return detail::post_completion(impl->executor, std::move(h),
-                                    impl->released ? error_code() : make_error_code(dlock::error::not_held));
-    impl->released = true;
-    if (impl->every_master_closed()) {  // nothing can be sent: the keys go with their TTL
-      impl->hold.end();  // stops auto-extension too
-      impl->released_masters = 0;
-      return detail::post_completion(impl->executor, std::move(h), make_error_code(dlock::error::closed));
-    }
-    impl->releasing = true;  // no acquire until it completes (see release_fanout::complete)
-    if (!impl->options.auto_extend) {  // nothing to wait for
-      impl->hold.end();
-      auto op = std::make_shared<detail::release_fanout>(impl, impl->hold.token(), std::move(h), in_place);
-      op->ends_release();
-      return op->start();
-    }
-    // No extension may land after the release: wait for one in flight. The
-    // token is this hold's, taken now.
-    impl->hold.end(asio::any_completion_handler<void(error_code)>(
-        [impl, token = impl->hold.token(), h = std::move(h), in_place](error_code) mutable {
-          auto op = std::make_shared<detail::release_fanout>(impl, std::move(token), std::move(h), in_place);
-          op->ends_release();
-          op->start();
-        }));
+    detail::start_release(std::move(impl), std::move(h), in_place);
   });
 }
 
@@ -213,7 +228,7 @@ std::string redlock::last_outcomes() const { return impl_->last_outcomes(); }
 std::string redlock::token() const { return impl_->hold.token(); }
 std::size_t redlock::released_masters() const noexcept { return impl_->released_masters; }
 const std::string& redlock::invalid_reason() const noexcept { return impl_->invalid_reason; }
-const std::string& redlock::key() const noexcept { return impl_->key; }
+const std::string& redlock::key() const noexcept { return impl_->commands.key; }
 std::size_t redlock::masters() const noexcept { return impl_->masters.size(); }
 
 }  // namespace dlock::redis

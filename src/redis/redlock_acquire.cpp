@@ -48,13 +48,13 @@ class lock_op;
 /// decided by a round (what each answer asks is engine/attempt.hpp's).
 class acquire_attempt final : public round_fanout {
  public:
-  acquire_attempt(std::shared_ptr<redlock_impl> owner, std::shared_ptr<lock_op> op)
-      : round_fanout(owner, round_kind::acquire, owner->options.ttl, recent_now(), owner->options.fencing),
+  acquire_attempt(std::shared_ptr<lock_engine> owner, std::shared_ptr<lock_op> op)
+      : round_fanout(owner, round_kind::acquire, owner->options.ttl, recent_now()),
         op_(std::move(op)),
         token_(make_token_text()) {}
 
   void start() {
-    set_attempt_command();
+    owner_->commands.attempt(command(), token(), owner_->options.ttl);
     send_to_all();
     arm_deadline();
   }
@@ -68,6 +68,7 @@ class acquire_attempt final : public round_fanout {
   const redlock_round& round() const noexcept { return attempt_.round(); }
   bool won() const noexcept { return attempt_.won(); }
   error_code failure() const noexcept { return attempt_.failure(); }
+  bool may_have_landed() const noexcept { return attempt_.may_have_landed(); }
   std::string_view token() const noexcept { return token_.view(); }
 
  private:
@@ -75,7 +76,6 @@ class acquire_attempt final : public round_fanout {
   void decided() override;
   void write_back();
   void written_back(error_code ec);
-  void set_attempt_command();
 
   std::shared_ptr<lock_op> op_;
   token_text token_;  // fresh for every attempt
@@ -85,20 +85,22 @@ class acquire_attempt final : public round_fanout {
 /// up, or is cancelled.
 class lock_op : public std::enable_shared_from_this<lock_op> {
  public:
-  lock_op(std::shared_ptr<redlock_impl> owner, handler0 handler, bool retry, std::optional<milliseconds> wait,
+  lock_op(std::shared_ptr<lock_engine> owner, handler0 handler, bool retry, std::optional<milliseconds> wait,
           bool in_place)
       : owner_(std::move(owner)),
         op_(std::move(handler)),
-        machine_(acquire_policy{retry, true}, schedule_for(owner_->options, wait)),
+        machine_(acquire_policy{retry, !owner_->commands.one_server()}, schedule_for(owner_->options, wait)),
         wait_(wait),
         in_place_(in_place),
         pause_(owner_->executor) {}
 
   // Called on the initiating thread: a cancellation is forwarded to the executor.
   void bind_cancellation() {
-    op_.hook_cancellation(owner_->executor, [weak = weak_from_this()](asio::cancellation_type) {
+    auto any = asio::cancellation_type::terminal | asio::cancellation_type::partial | asio::cancellation_type::total;
+    auto on_cancel = [weak = weak_from_this()](asio::cancellation_type) {
       if (auto self = weak.lock()) self->cancel();
-    });
+    };
+    op_.hook_cancellation(owner_->executor, on_cancel, dlock::detail::forwarding::dispatch, any);
   }
 
   void start() {
@@ -116,7 +118,7 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
     const auto& round = attempt.round();
     bool won = attempt.won();
     if (!won && dlock::detail::log_enabled(log_level::debug))
-      dlock::detail::log(log_level::debug, "redlock " + owner_->key + ": attempt failed (" +
+      dlock::detail::log(log_level::debug, "lock " + owner_->commands.key + ": attempt failed (" +
                                                attempt.failure().message() + "): " + owner_->last_outcomes());
     // A lost attempt may have set keys whose yes never came back: delete them.
     // Only a retry's pause needs the time and a random draw.
@@ -124,7 +126,8 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
     auto now = won ? redlock_clock::time_point() : redlock_clock::now();
     // The round counted drift into its validity; the stall margin is the hold's.
     auto left = won ? round.validity_at_decision() - owner_->hold.stall_margin() : milliseconds::zero();
-    auto action = machine_.attempt_decided(won ? error_code() : attempt.failure(), !won, left, now, random);
+    auto action =
+        machine_.attempt_decided(won ? error_code() : attempt.failure(), attempt.may_have_landed(), left, now, random);
     if (action.what == kind::complete && !action.result)
       owner_->begin_hold(attempt.token(), round.start(), round.fencing_token());
     act(action);
@@ -141,8 +144,8 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
 
  private:
   error_code refusal() const {
-    if (!owner_->invalid_reason.empty() || (wait_ && (*wait_ <= milliseconds::zero() || *wait_ > dlock::max_duration)))
-      return dlock::error::invalid_argument;
+    if (owner_->invalid) return owner_->invalid;
+    if (wait_ && (*wait_ <= milliseconds::zero() || *wait_ > dlock::max_duration)) return dlock::error::invalid_argument;
     if (owner_->every_master_closed()) return dlock::error::closed;
     if (owner_->hold.held()) return dlock::error::already_held;
     if (owner_->acquiring || owner_->releasing) return dlock::error::in_progress;
@@ -198,7 +201,7 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
     return retry_schedule(o.retry_count, o.retry_delay, o.retry_jitter, deadline);
   }
 
-  std::shared_ptr<redlock_impl> owner_;
+  std::shared_ptr<lock_engine> owner_;
   dlock::detail::op_base<void(error_code)> op_;
   acquire_machine machine_;
   std::optional<milliseconds> wait_;
@@ -209,17 +212,10 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
   std::uint32_t attempts_ = 0;
 };
 
-void acquire_attempt::set_attempt_command() {
-  const auto& o = owner_->options;
-  auto ttl = std::to_string(o.ttl.count());
-  if (o.fencing) return set_command(redlock_fenced_acquire_script(), {owner_->key, owner_->counter_key}, {token(), ttl});
-  set_command({"SET", owner_->key, token(), "NX", "PX", ttl});
-}
-
 void acquire_attempt::decided() {
   owner_->note_outcomes(round());
   report_.decided(round().failure(), round().start());
-  if (round().state() == round_state::acquired && owner_->options.fencing) return write_back();
+  if (round().state() == round_state::acquired && owner_->commands.fencing()) return write_back();
   if (op_) op_->on_decided(*this);
 }
 
@@ -227,12 +223,16 @@ void acquire_attempt::decided() {
 // a majority holds it; the ones beyond that are raised in the background.
 void acquire_attempt::write_back() {
   auto needed = attempt_.write_back_needed();
+  auto targets = attempt_.write_back_targets();
+  if (needed == 0 && targets.empty()) {  // every master holds the token (one server always)
+    if (op_) op_->on_decided(*this);
+    return;
+  }
   fencing_write_back::report_function report;
   if (needed > 0) {
     auto self = std::static_pointer_cast<acquire_attempt>(shared_from_this());
     report = [self](error_code ec) { self->written_back(ec); };
   }
-  auto targets = attempt_.write_back_targets();
   auto raise = std::make_shared<fencing_write_back>(owner_, round().fencing_token(), needed, targets.size(),
                                                     std::move(report));
   for (auto master : targets) raise->send_to(master);
@@ -247,14 +247,14 @@ void acquire_attempt::written_back(error_code ec) {
 
 }  // namespace
 
-void start_acquire(std::shared_ptr<redlock_impl> owner, handler0 handler, bool retry,
+void start_acquire(std::shared_ptr<lock_engine> owner, handler0 handler, bool retry,
                    std::optional<milliseconds> wait, bool in_place) {
   auto op = std::make_shared<lock_op>(owner, std::move(handler), retry, wait, in_place);
   op->bind_cancellation();
   dlock::detail::dispatch_here(owner->executor, [op = std::move(op)] { op->start(); });
 }
 
-void cancel_acquire(redlock_impl& owner) {
+void cancel_acquire(lock_engine& owner) {
   if (auto op = owner.acquire_in_progress.lock()) std::static_pointer_cast<lock_op>(op)->cancel();
 }
 

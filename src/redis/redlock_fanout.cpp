@@ -19,40 +19,38 @@ namespace dlock::redis::detail {
 
 using std::chrono::milliseconds;
 
-// ---------------------------------------------------------------- redlock_impl
+// ---------------------------------------------------------------- lock_engine
 
-redlock_impl::redlock_impl(asio::any_io_executor ex, std::vector<std::shared_ptr<connection>> m,
-                           std::string k, redlock_options o)
+lock_engine::lock_engine(asio::any_io_executor ex, std::vector<std::shared_ptr<connection_impl>> m,
+                         hold_commands c, redlock_options o, lock_kind kind)
     : executor(std::move(ex)),
       masters(std::move(m)),
-      key(std::move(k)),
-      counter_key(o.fencing ? fencing_counter_key(key) : std::string()),
+      commands(std::move(c)),
       options(o),
-      observed(o.observer, masters.empty() || !masters[0] ? nullptr : masters[0]->get_options().observer, key,
-               lock_kind::redlock),
+      observed(o.observer, masters.empty() ? nullptr : masters[0]->opts().observer, commands.key, kind),
       hold(executor, drift_of(o)),
       unsettled(masters.size()),
       deadline_timer_(executor),
       random_(jitter_seed()) {
   hold.observe(&observed);
   if (o.stall) hold.watch_stalls(o.stall);
-  else if (!masters.empty() && masters[0]) hold.watch_stalls(masters[0]->get_options().stall);
+  else if (!masters.empty()) hold.watch_stalls(masters[0]->opts().stall);
   names.reserve(masters.size());
   for (const auto& master : masters) {
-    const auto& opts = master->get_options();
+    const auto& opts = master->opts();
     names.push_back(opts.host + ':' + std::to_string(opts.port));
-    shares_executor.push_back(master->get_executor() == executor);
+    shares_executor.push_back(master->executor() == executor);
   }
 }
 
-void redlock_impl::attach_hold() {
+void lock_engine::attach_hold() {
   hold.attach(weak_from_this());
   hold.on_lost([weak = weak_from_this()](error_code why) {
     auto self = weak.lock();
     if (!self) return;
     if (dlock::detail::log_enabled(log_level::warning))
-      dlock::detail::log(log_level::warning,
-                         "redlock " + self->key + ": lost (" + why.message() + "); " + self->last_outcomes());
+      dlock::detail::log(log_level::warning, "lock " + self->commands.key + ": lost (" + why.message() + "); " +
+                                                 self->last_outcomes());
     self->release_in_background();
   });
 }
@@ -60,16 +58,16 @@ void redlock_impl::attach_hold() {
 namespace {
 
 template <class Token>
-auto async_extend(std::shared_ptr<redlock_impl> owner, milliseconds ttl, Token&& token) {
+auto async_extend(std::shared_ptr<lock_engine> owner, milliseconds ttl, Token&& token) {
   return asio::async_initiate<Token, void(error_code)>(
-      [](auto handler, std::shared_ptr<redlock_impl> o, milliseconds t) {
+      [](auto handler, std::shared_ptr<lock_engine> o, milliseconds t) {
         start_extend(std::move(o), t, asio::any_completion_handler<void(error_code)>(std::move(handler)));
       },
       token, std::move(owner), ttl);
 }
 
 // One step of the hold's auto-extension: a Redlock extend round.
-asio::awaitable<error_code> auto_extend_step(std::weak_ptr<redlock_impl> weak) {
+asio::awaitable<error_code> auto_extend_step(std::weak_ptr<lock_engine> weak) {
   auto self = weak.lock();
   if (!self) co_return make_error_code(dlock::error::not_held);
   auto ttl = self->options.ttl;
@@ -79,35 +77,35 @@ asio::awaitable<error_code> auto_extend_step(std::weak_ptr<redlock_impl> weak) {
 
 }  // namespace
 
-void redlock_impl::begin_hold(std::string_view token, redlock_clock::time_point start, std::int64_t fencing_token) {
+void lock_engine::begin_hold(std::string_view token, redlock_clock::time_point start, std::int64_t fencing_token) {
   hold.begin(token, start, options.ttl, fencing_token);
   if (!options.auto_extend) return;
   auto_extend_settings settings{options.ttl, options.extend_fraction, options.max_hold};
-  std::weak_ptr<redlock_impl> weak = weak_from_this();
+  std::weak_ptr<lock_engine> weak = weak_from_this();
   hold.extend_automatically(settings, [weak] { return auto_extend_step(weak); });
 }
 
-void redlock_impl::release_in_background() {
+void lock_engine::release_in_background() {
   std::make_shared<release_fanout>(shared_from_this(), hold.token())->start();
 }
 
-void redlock_impl::release_in_background(std::string_view t) {
+void lock_engine::release_in_background(std::string_view t) {
   std::make_shared<release_fanout>(shared_from_this(), t)->start();
 }
 
-void redlock_impl::release_in_background(std::string_view t, std::size_t master) {
+void lock_engine::release_in_background(std::string_view t, std::size_t master) {
   std::make_shared<release_fanout>(shared_from_this(), t)->start(master);
 }
 
-void redlock_impl::raise_counter(std::size_t master, std::int64_t token) {
+void lock_engine::raise_counter(std::size_t master, std::int64_t token) {
   auto raise = std::make_shared<fencing_write_back>(shared_from_this(), token, 0, 1, nullptr);
   raise->send_to(master);
   raise->start();
 }
 
-void redlock_impl::note_unsettled(std::size_t master, std::string attempt_token, error_code why) {
+void lock_engine::note_unsettled(std::size_t master, std::string attempt_token, error_code why) {
   if (!unsettled.note(master, std::move(attempt_token), why, redlock_clock::now(), options.ttl)) return;
-  std::weak_ptr<redlock_impl> weak = weak_from_this();
+  std::weak_ptr<lock_engine> weak = weak_from_this();
   auto on_reconnected = [weak, master](error_code ec) {
     auto self = weak.lock();  // a redlock destroyed meanwhile sends nothing
     if (!self) return;
@@ -115,41 +113,42 @@ void redlock_impl::note_unsettled(std::size_t master, std::string attempt_token,
     if (!ec) self->resend_unsettled_cleanups(master);
   };
   // On our executor: the master's connection may run on another.
-  masters[master]->wait_for(connection_state::connected, asio::bind_executor(executor, on_reconnected));
+  connection_access::wait_for(masters[master], connection_state::connected,
+                              asio::bind_executor(executor, on_reconnected));
 }
 
-void redlock_impl::resend_unsettled_cleanups() {
+void lock_engine::resend_unsettled_cleanups() {
   if (unsettled.empty()) return;  // the common case, before every attempt
   for (std::size_t master = 0; master < masters.size(); ++master) resend_unsettled_cleanups(master);
 }
 
-void redlock_impl::resend_unsettled_cleanups(std::size_t master) {
+void lock_engine::resend_unsettled_cleanups(std::size_t master) {
   for (auto& token : unsettled.take(master, redlock_clock::now())) release_in_background(token, master);
 }
 
-void redlock_impl::cleanup_settled() {
+void lock_engine::cleanup_settled() {
   if (--cleanups_in_flight > 0) return;
   for (auto& w : std::exchange(settle_waiters, {})) w->op.complete(dlock::detail::completion::post, executor, {});
   if (after_cleanups) std::exchange(after_cleanups, nullptr)();
 }
 
-void redlock_impl::watch(deadline_entry& entry) {
+void lock_engine::watch(deadline_entry& entry) {
   entry.due = redlock_clock::now() + options.master_timeout;
   deadlines_.push_back(entry);
   arm_deadline_timer();
 }
 
-void redlock_impl::unwatch(deadline_entry& entry) noexcept {
+void lock_engine::unwatch(deadline_entry& entry) noexcept {
   if (entry.is_linked()) deadlines_.erase(deadlines_.iterator_to(entry));
 }
 
 // Armed for the oldest watched deadline; if that fan-out finished meanwhile
 // the timer wakes a little early and re-arms for the next one.
-void redlock_impl::arm_deadline_timer() {
+void lock_engine::arm_deadline_timer() {
   if (deadline_timer_armed_ || deadlines_.empty()) return;
   deadline_timer_armed_ = true;
   deadline_timer_.expires_at(deadlines_.front().due);
-  std::weak_ptr<redlock_impl> weak = weak_from_this();
+  std::weak_ptr<lock_engine> weak = weak_from_this();
   deadline_timer_.async_wait([weak](error_code) {
     if (auto self = weak.lock()) self->on_deadline_timer();
   });
@@ -158,7 +157,7 @@ void redlock_impl::arm_deadline_timer() {
 // Fan-outs due within a sixteenth of the timeout are expired together with
 // the first (a little early, never late): under a dead master every fan-out
 // runs into its deadline, and one wake-up per batch is cheaper than one each.
-void redlock_impl::on_deadline_timer() {
+void lock_engine::on_deadline_timer() {
   deadline_timer_armed_ = false;
   auto now = redlock_clock::now() + options.master_timeout / 16;
   while (!deadlines_.empty() && deadlines_.front().due <= now) {
@@ -171,12 +170,12 @@ void redlock_impl::on_deadline_timer() {
   arm_deadline_timer();
 }
 
-void redlock_impl::note_outcomes(const redlock_round& round) {
+void lock_engine::note_outcomes(const redlock_round& round) {
   outcomes.clear();
   for (std::size_t i = 0; i < round.masters(); ++i) outcomes.push_back(round.outcome(i));
 }
 
-std::string redlock_impl::last_outcomes() const {
+std::string lock_engine::last_outcomes() const {
   std::string text;
   for (std::size_t i = 0; i < outcomes.size(); ++i) {
     if (i) text += ' ';
@@ -187,13 +186,13 @@ std::string redlock_impl::last_outcomes() const {
   return text;
 }
 
-double redlock_impl::random_unit() {
+double lock_engine::random_unit() {
   return std::uniform_real_distribution<double>(0.0, 1.0)(random_);
 }
 
 // ---------------------------------------------------------------------- fanout
 
-fanout::fanout(std::shared_ptr<redlock_impl> owner)
+fanout::fanout(std::shared_ptr<lock_engine> owner)
     : owner_(std::move(owner)), masters_(owner_->masters.size()) {
   deadline_.op = this;
 }
@@ -219,11 +218,12 @@ void fanout::send_to_all() {
 void fanout::send(std::size_t index, const std::shared_ptr<fanout>& self) {
   track(index);
   request_handle& sent = masters_[index];  // the master's state is its last request's handle
-  sent = connection_access::send(*owner_->masters[index], command_, self, index, owner_->shares_executor[index]);
+  sent = connection_access::send(owner_->masters[index], command_, self, index, owner_->shares_executor[index]);
 }
 
 void fanout::arm_deadline() {
-  if (deadline_.is_linked() || pending_ == 0) return;
+  bool timed = owner_->options.master_timeout > milliseconds::zero();
+  if (!timed || deadline_.is_linked() || pending_ == 0) return;
   owner_->watch(deadline_);
 }
 
@@ -237,7 +237,7 @@ void fanout::expire() {
 
 void fanout::abandon_pending() {
   for (std::size_t i = 0; i < masters_.size(); ++i)
-    if (masters_[i].in_flight) connection_access::abandon(*owner_->masters[i], masters_[i]);
+    if (masters_[i].in_flight) connection_access::abandon(owner_->masters[i], masters_[i]);
 }
 
 void fanout::on_reply(std::size_t index, error_code ec, const reply& answer) {
@@ -273,8 +273,8 @@ master_answer answer_of(master_outcome outcome) noexcept {
 
 }  // namespace
 
-round_report::round_report(const redlock_impl& owner, round_kind kind) {
-  if (!owner.observed) return;
+round_report::round_report(const lock_engine& owner, round_kind kind) {
+  if (!owner.observed || owner.commands.one_server()) return;  // the observer's redlock rounds only
   votes_ = std::make_unique<votes>();
   votes_->kind = kind;
   for (const auto& name : owner.names) votes_->of_master.push_back({name, master_answer::timed_out, {}, {}});
@@ -306,7 +306,7 @@ void round_report::decided(error_code decision, redlock_clock::time_point start)
   votes_->decided_after = redlock_clock::now() - start;
 }
 
-void round_report::settled(const redlock_impl& owner) {
+void round_report::settled(const lock_engine& owner) {
   if (!votes_ || std::exchange(votes_->told, true)) return;
   owner.observed.to()->on_redlock_round(
       {owner.observed.id(), votes_->kind, votes_->decision, votes_->decided_after, votes_->of_master});
@@ -314,11 +314,11 @@ void round_report::settled(const redlock_impl& owner) {
 
 // ---------------------------------------------------------------- round_fanout
 
-round_fanout::round_fanout(std::shared_ptr<redlock_impl> owner, round_kind kind, milliseconds ttl,
-                           redlock_clock::time_point start, bool fencing)
+round_fanout::round_fanout(std::shared_ptr<lock_engine> owner, round_kind kind, milliseconds ttl,
+                           redlock_clock::time_point start)
     : fanout(std::move(owner)),
       report_(*owner_, kind),
-      attempt_(kind, owner_->masters.size(), ttl, owner_->hold_drift(), start, fencing) {}
+      attempt_(owner_->commands, kind, owner_->masters.size(), ttl, owner_->hold_drift(), start) {}
 
 void round_fanout::on_answer(std::size_t index, error_code ec, const reply& answer) {
   auto reaction = attempt_.on_answer(index, ec, answer, redlock_clock::now(), deadline_passed());
@@ -337,11 +337,11 @@ void round_fanout::on_deadline() {
 
 // -------------------------------------------------------------- release_fanout
 
-release_fanout::release_fanout(std::shared_ptr<redlock_impl> owner, std::string_view token, done_handler done,
+release_fanout::release_fanout(std::shared_ptr<lock_engine> owner, std::string_view token, done_handler done,
                                bool in_place)
     : fanout(std::move(owner)), in_place_(in_place), done_(std::move(done)) {
   if (!done_.has_handler()) token_ = token;
-  set_command(release_script(), {owner_->key}, {token});
+  owner_->commands.release(command(), token);
 }
 
 void release_fanout::count_as_cleanup() {
@@ -351,14 +351,14 @@ void release_fanout::count_as_cleanup() {
 
 void release_fanout::start() {
   count_as_cleanup();
-  tally_.emplace(owner_->masters.size(), owner_->masters.size());
+  tally_.emplace(owner_->masters.size(), owner_->masters.size(), owner_->commands.one_server());
   send_to_all();
   arm_deadline();
 }
 
 void release_fanout::start(std::size_t master) {
   count_as_cleanup();
-  tally_.emplace(owner_->masters.size(), 1);
+  tally_.emplace(owner_->masters.size(), 1, owner_->commands.one_server());
   send(master);
   arm_deadline();
 }
@@ -391,11 +391,11 @@ namespace dlock::redis::detail {
 
 // ---------------------------------------------------------- fencing_write_back
 
-fencing_write_back::fencing_write_back(std::shared_ptr<redlock_impl> owner, std::int64_t token, std::size_t needed,
+fencing_write_back::fencing_write_back(std::shared_ptr<lock_engine> owner, std::int64_t token, std::size_t needed,
                                        std::size_t asked, report_function report)
     : fanout(std::move(owner)), tally_(token, needed, asked), report_(std::move(report)) {
   auto text = std::to_string(token);
-  set_command(fencing_write_back_script(), {owner_->counter_key}, {text});
+  set_command(fencing_write_back_script(), {owner_->commands.counter_key}, {text});
 }
 
 void fencing_write_back::send_to(std::size_t master) { send(master); }

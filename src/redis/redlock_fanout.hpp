@@ -1,5 +1,9 @@
-// Sending one command to every Redlock master at once, each with the
-// per-master timeout. Private to src/redis/redlock*.cpp.
+// The one Redis lock shell: a lock_engine drives a hold on N servers, one
+// for redis::lock and redis::semaphore, N for redis::redlock, sending one
+// command to every master at once (with Redlock's per-master timeout) and
+// doing what the pure parts decide (engine/attempt.hpp, quorum.hpp,
+// acquire_machine.hpp, cleanup_ledger.hpp; hold_commands.hpp says what is
+// sent). Private to src/redis/lock.cpp and redlock*.cpp.
 #pragma once
 
 #include <dlock/redis/connection.hpp>
@@ -15,6 +19,7 @@
 #include "detail/observed_lock.hpp"
 #include "detail/op_base.hpp"
 #include "redis/engine/scripts.hpp"
+#include "hold_commands.hpp"
 
 #include <boost/asio/steady_timer.hpp>
 #include <boost/container/small_vector.hpp>
@@ -41,19 +46,23 @@ struct deadline_entry : boost::intrusive::list_base_hook<> {
   fanout* op = nullptr;
 };
 
-/// The shared state of one `redlock`; lives on its executor.
-class redlock_impl : public std::enable_shared_from_this<redlock_impl> {
+/// The shared state of one lock (a `redlock`, a `lock`, a `semaphore`);
+/// lives on its executor.
+class lock_engine : public std::enable_shared_from_this<lock_engine> {
  public:
-  redlock_impl(asio::any_io_executor executor, std::vector<std::shared_ptr<connection>> masters,
-               std::string key, redlock_options options);
+  /// `options.master_timeout` zero: none (one server, whose connection's
+  /// command timeout applies).
+  lock_engine(asio::any_io_executor executor, std::vector<std::shared_ptr<connection_impl>> masters,
+              hold_commands commands, redlock_options options, lock_kind kind);
 
   asio::any_io_executor executor;
-  std::vector<std::shared_ptr<connection>> masters;
+  // The connections' internals, shared: a connection destroyed first fails
+  // the lock's commands with dlock::error::closed.
+  std::vector<std::shared_ptr<connection_impl>> masters;
   // Per master: it runs on `executor` too, so its answers run in place.
   std::vector<bool> shares_executor;
   std::vector<std::string> names;  // "host:port", for logs
-  std::string key;
-  std::string counter_key;  // with fencing: the key's companion counter
+  hold_commands commands;  // the key, and what is sent to it
   redlock_options options;
   dlock::detail::observed_lock observed;  // who is told of this lock's events
   /// The token, validity, loss signal and auto-extension of the current hold.
@@ -65,11 +74,13 @@ class redlock_impl : public std::enable_shared_from_this<redlock_impl> {
   // a no-op that succeeds. Cleared when an acquire starts.
   bool released = false;
   std::size_t released_masters = 0;  // by the last release(), when it completed
-  // The constructor's arguments are unusable: every acquire is refused.
+  // The constructor's arguments are unusable: every acquire is refused with
+  // `invalid` (a redlock's reason in words too).
+  error_code invalid;
   std::string invalid_reason;
-  /// Every master's connection was closed for good (by its owner), as a
-  /// destroyed client or connection is for the other locks: operations then
-  /// give `closed` (a master merely down is retried instead).
+  /// Every master's connection was closed for good (by its owner, or
+  /// destroyed): operations then give `closed` (a master merely down is
+  /// retried instead).
   bool every_master_closed() const noexcept {
     for (const auto& master : masters)
       if (master->state() != connection_state::closed) return false;
@@ -145,7 +156,7 @@ class redlock_impl : public std::enable_shared_from_this<redlock_impl> {
 /// after, and their replies, if they come, are dropped by the connection.
 class fanout : public reply_sink, public std::enable_shared_from_this<fanout> {
  public:
-  explicit fanout(std::shared_ptr<redlock_impl> owner);
+  explicit fanout(std::shared_ptr<lock_engine> owner);
   ~fanout() override;
   fanout(const fanout&) = delete;
   fanout& operator=(const fanout&) = delete;
@@ -164,7 +175,7 @@ class fanout : public reply_sink, public std::enable_shared_from_this<fanout> {
   /// The one command every send() sends: set once, before the first send,
   /// and never changed, as the requests borrow its bytes while they are
   /// owed (this fan-out, their sink, lives that long).
-  void set_command(std::initializer_list<std::string_view> arguments) { command_.set(arguments); }
+  inline_command& command() noexcept { return command_; }
   void set_command(const script& s, std::initializer_list<std::string_view> keys,
                    std::initializer_list<std::string_view> args) {
     command_.set(s, keys, args);
@@ -177,7 +188,7 @@ class fanout : public reply_sink, public std::enable_shared_from_this<fanout> {
   bool deadline_passed() const noexcept { return deadline_passed_; }
   std::size_t pending() const noexcept { return pending_; }
 
-  std::shared_ptr<redlock_impl> owner_;
+  std::shared_ptr<lock_engine> owner_;
 
  private:
   void track(std::size_t index);
@@ -203,14 +214,14 @@ class fanout : public reply_sink, public std::enable_shared_from_this<fanout> {
 /// (64 clients' rounds must fit the cache together).
 class round_report {
  public:
-  round_report(const redlock_impl& owner, round_kind kind);
+  round_report(const lock_engine& owner, round_kind kind);
   /// Master `index` answered (the first answer counts; a NOSCRIPT resend's does not).
   void answered(std::size_t index, master_outcome outcome, error_code ec, redlock_clock::time_point start);
   /// The per-master timeout passed: the masters that have not answered timed out.
   void time_out_pending(redlock_clock::time_point start);
   void decided(error_code decision, redlock_clock::time_point start);
   /// Tells the observer (once).
-  void settled(const redlock_impl& owner);
+  void settled(const lock_engine& owner);
 
  private:
   struct votes {
@@ -229,8 +240,8 @@ class round_report {
 /// decision itself goes to decided().
 class round_fanout : public fanout {
  protected:
-  round_fanout(std::shared_ptr<redlock_impl> owner, round_kind kind, std::chrono::milliseconds ttl,
-               redlock_clock::time_point start, bool fencing);
+  round_fanout(std::shared_ptr<lock_engine> owner, round_kind kind, std::chrono::milliseconds ttl,
+               redlock_clock::time_point start);
   virtual void decided() = 0;
   /// The token the round's commands carry (an acquire's late yes is released with it).
   virtual std::string_view round_token() const noexcept = 0;
@@ -255,11 +266,11 @@ class release_fanout final : public fanout {
   // The handler is taken here: any_completion_handler's assignment is broken in Asio 1.81.
   // `in_place`: `done` runs on the redlock's executor. The command is
   // encoded here, with `token`.
-  release_fanout(std::shared_ptr<redlock_impl> owner, std::string_view token, done_handler done = {},
+  release_fanout(std::shared_ptr<lock_engine> owner, std::string_view token, done_handler done = {},
                  bool in_place = false);
   void start();                     // every master
   void start(std::size_t master);  // one
-  /// This is the user's release(): completing it ends `redlock_impl::releasing`.
+  /// This is the user's release(): completing it ends `lock_engine::releasing`.
   void ends_release() noexcept { ends_release_ = true; }
 
  private:
@@ -284,7 +295,7 @@ class release_fanout final : public fanout {
 class fencing_write_back final : public fanout {
  public:
   using report_function = std::function<void(error_code)>;
-  fencing_write_back(std::shared_ptr<redlock_impl> owner, std::int64_t token, std::size_t needed,
+  fencing_write_back(std::shared_ptr<lock_engine> owner, std::int64_t token, std::size_t needed,
                      std::size_t asked, report_function report);
   void send_to(std::size_t master);  // each of the `asked`, then start()
   void start();
@@ -298,16 +309,26 @@ class fencing_write_back final : public fanout {
   report_function report_;
 };
 
+// The operations every lock shares; the public handles (lock.cpp,
+// redlock.cpp) only forward to them.
+
 /// acquire(), try_acquire(), acquire_for() (redlock_acquire.cpp); from any thread.
-void start_acquire(std::shared_ptr<redlock_impl> owner, asio::any_completion_handler<void(error_code)> handler,
+void start_acquire(std::shared_ptr<lock_engine> owner, asio::any_completion_handler<void(error_code)> handler,
                    bool retry, std::optional<std::chrono::milliseconds> wait, bool in_place);
 /// Ends the acquire in progress, if any, with operation_aborted (on the executor).
-void cancel_acquire(redlock_impl& owner);
+void cancel_acquire(lock_engine& owner);
 
 /// Compare-and-PEXPIRE to `ttl` on every master, deciding at the majority.
-/// Success renews the hold; failure loses it (`dlock::error::lost`).
-void start_extend(std::shared_ptr<redlock_impl> owner, std::chrono::milliseconds ttl,
+/// Success renews the hold; failure may lose it (redlock_attempt::extend_failure).
+/// On the executor (redlock.cpp), as are the next two.
+void start_extend(std::shared_ptr<lock_engine> owner, std::chrono::milliseconds ttl,
                   asio::any_completion_handler<void(error_code)> handler);
+/// release(): compare-and-delete of the held token on every master.
+void start_release(std::shared_ptr<lock_engine> owner, asio::any_completion_handler<void(error_code)> handler,
+                   bool in_place);
+/// The handle is gone (from any thread): an acquire in progress ends, a
+/// hold is released in the background.
+void abandon(std::shared_ptr<lock_engine> owner);
 
 using dlock::detail::dispatch_completion;
 using dlock::detail::post_completion;

@@ -1,6 +1,6 @@
 // The operations of a hold on one Redis server, shared by redis::lock and
-// redis::semaphore (one shell, src/redis/lock_state.hpp; they differ only in
-// what they send).
+// redis::semaphore (the lock engine with one server, as redis::redlock is
+// with N; they differ only in what they send).
 #pragma once
 
 #include <dlock/config.hpp>
@@ -9,6 +9,7 @@
 #include <dlock/error.hpp>
 #include <dlock/limits.hpp>
 #include <dlock/lock_loss.hpp>
+#include <dlock/redis/lock_options.hpp>
 
 #include <boost/asio/any_completion_handler.hpp>
 #include <boost/asio/any_io_executor.hpp>
@@ -23,7 +24,7 @@
 namespace dlock::redis {
 
 namespace detail {
-struct lock_state;
+class lock_engine;
 }
 
 /// A hold on one Redis server, taken with a fresh random token per attempt,
@@ -171,7 +172,7 @@ class basic_hold {
 
  protected:
   /// Takes the shared state (which lives on the connection's executor).
-  explicit basic_hold(std::shared_ptr<detail::lock_state> state);
+  basic_hold(std::shared_ptr<detail::lock_engine> engine, lock_options options);
   /// Ends an acquire in progress (operation_aborted; it never holds
   /// afterwards) and releases a held hold in the background.
   ~basic_hold();
@@ -182,7 +183,8 @@ class basic_hold {
   basic_hold& operator=(const basic_hold&) = delete;
 
   /// The state, shared with the operations in flight.
-  std::shared_ptr<detail::lock_state> state_;
+  std::shared_ptr<detail::lock_engine> engine_;
+  lock_options options_;
 
  private:
   using handler_type = asio::any_completion_handler<void(error_code)>;

@@ -81,7 +81,7 @@
 namespace dlock::redis {
 
 namespace detail {
-class redlock_impl;
+class lock_engine;
 }
 
 /// A lock held on a majority of N independent Redis masters (Redlock).
@@ -281,7 +281,7 @@ class redlock {
   void start_extend(std::chrono::milliseconds ttl, handler0 handler);
   void start_settle(handler0 handler);
 
-  std::shared_ptr<detail::redlock_impl> impl_;
+  std::shared_ptr<detail::lock_engine> impl_;
 };
 
 static_assert(fenced_lockable<redlock>);

@@ -1,41 +1,35 @@
 #include "redis/engine/attempt.hpp"
 
 #include "redis/engine/replies.hpp"
+#include "redis/hold_commands.hpp"
 
 #include <limits>
 
 namespace dlock::redis::detail {
 
-redlock_attempt::redlock_attempt(round_kind kind, std::size_t masters, std::chrono::milliseconds ttl,
-                                 drift_rule drift, redlock_clock::time_point start, bool fencing)
-    : round_(masters, ttl, drift, start, fencing && kind == round_kind::acquire),
+redlock_attempt::redlock_attempt(const hold_commands& commands, round_kind kind, std::size_t masters,
+                                 std::chrono::milliseconds ttl, drift_rule drift, redlock_clock::time_point start)
+    : round_(masters, ttl, drift, start, commands.fencing() && kind == round_kind::acquire),
+      commands_(&commands),
       kind_(kind),
-      fencing_(fencing && kind == round_kind::acquire),
       resent_(masters, false) {}
 
-redlock_attempt::classified redlock_attempt::classify(error_code ec, const reply& answer) const {
-  if (ec) return {master_outcome::failed};
-  if (kind_ == round_kind::extend) {
-    auto compared = interpret_compare_script(answer);
-    if (compared == dlock::error::not_owned) return {master_outcome::taken};
-    return {compared ? master_outcome::failed : master_outcome::ok};
-  }
-  if (fencing_) {
-    auto fenced = interpret_redlock_fenced_set(answer);
-    if (fenced.outcome == set_outcome::unexpected) return {master_outcome::failed};
-    auto outcome = fenced.outcome == set_outcome::acquired ? master_outcome::ok : master_outcome::taken;
-    // A holder's counter at INT64_MAX leaves no larger token to take: such
-    // a master cannot vouch for ours (and counter + 1 would overflow).
-    if (outcome == master_outcome::taken && fenced.counter == std::numeric_limits<std::int64_t>::max())
-      return {master_outcome::failed};
-    return {outcome, fenced.counter};
-  }
-  switch (interpret_set(answer)) {
-    case set_outcome::acquired: return {master_outcome::ok};
-    case set_outcome::taken: return {master_outcome::taken};
-    case set_outcome::unexpected: break;
-  }
-  return {master_outcome::failed};
+error_code redlock_attempt::failure() const noexcept {
+  if (write_back_failure_) return write_back_failure_;
+  if (round_.state() == round_state::failed && commands_->one_server() && answered_error_) return answered_error_;
+  return round_.failure();
+}
+
+bool redlock_attempt::may_have_landed() const noexcept {
+  if (won()) return false;
+  if (!commands_->one_server()) return true;
+  return commands_->attempt_may_have_landed(transport_error_, failure());
+}
+
+redlock_attempt::extend_verdict redlock_attempt::extend_failure() const {
+  if (!commands_->one_server()) return {make_error_code(dlock::error::lost), true};
+  auto why = failure();
+  return {why, why == dlock::error::not_owned || why == dlock::error::expired};
 }
 
 redlock_attempt::reaction redlock_attempt::on_answer(std::size_t index, error_code ec, const reply& answer,
@@ -47,8 +41,12 @@ redlock_attempt::reaction redlock_attempt::on_answer(std::size_t index, error_co
     return out;
   }
   bool was_decided = round_.decided();
-  auto answered = classify(ec, answer);
+  auto answered = kind_ == round_kind::extend ? commands_->read_extend(ec, answer) : commands_->read_attempt(ec, answer);
   out.outcome = answered.outcome;
+  if (!was_decided) {
+    answered_error_ = answered.error;
+    transport_error_ = ec;
+  }
   // The time of a deciding answer must not be early: validity is measured
   // to it. A decided round ignores the time of later answers.
   round_.record(index, answered.outcome, now, answered.counter);

@@ -25,10 +25,14 @@
 
 namespace dlock::redis::detail {
 
+struct hold_commands;
+
 class redlock_attempt {
  public:
-  redlock_attempt(round_kind kind, std::size_t masters, std::chrono::milliseconds ttl, drift_rule drift,
-                  redlock_clock::time_point start, bool fencing = false);
+  /// `commands` (kept by reference) read the answers; with fencing, an
+  /// acquire counts the masters' counters.
+  redlock_attempt(const hold_commands& commands, round_kind kind, std::size_t masters,
+                  std::chrono::milliseconds ttl, drift_rule drift, redlock_clock::time_point start);
 
   struct reaction {
     master_outcome outcome = master_outcome::pending;  // as recorded (pending: not recorded)
@@ -56,18 +60,29 @@ class redlock_attempt {
 
   /// Won: the round, and with fencing the write-back, succeeded.
   bool won() const noexcept { return round_.state() == round_state::acquired && !write_back_failure_; }
-  error_code failure() const noexcept { return write_back_failure_ ? write_back_failure_ : round_.failure(); }
+  /// Why it was not won. One server: its own answer (the server's error,
+  /// `taken`, an extension's `not_owned`), not `no_quorum`.
+  error_code failure() const noexcept;
+  /// A lost acquire's keys may be on a master though no yes was seen. A
+  /// Redlock cleans every master up; one server only when its answer leaves
+  /// doubt (a plain SET refused with an error did nothing).
+  bool may_have_landed() const noexcept;
+  /// An extension not won: what its caller is told, and whether the hold is
+  /// lost. A Redlock's is (`lost`); one server's when its key is gone or the
+  /// answer came too late (`not_owned`, `expired`), not when it merely
+  /// failed to answer (the hold runs on to its validity).
+  struct extend_verdict {
+    error_code told;
+    bool loses = false;
+  };
+  extend_verdict extend_failure() const;
 
  private:
-  struct classified {
-    master_outcome outcome;
-    std::int64_t counter = redlock_round::no_counter;
-  };
-  classified classify(error_code ec, const reply& answer) const;
-
   redlock_round round_;
+  const hold_commands* commands_;
+  error_code answered_error_;   // one server: its answer's error, and the transport's
+  error_code transport_error_;
   round_kind kind_;
-  bool fencing_;
   error_code write_back_failure_;
   boost::container::small_vector<bool, 7> resent_;  // after NOSCRIPT, once per master
 };

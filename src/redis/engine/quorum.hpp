@@ -16,9 +16,12 @@ namespace dlock::redis::detail {
 /// every master is decided by the majority: released (the lock is free), or
 /// so many said no or failed that a majority cannot have released.
 /// A release of a subset (a background resend) is told once all answered.
+/// One server (a lock's, a semaphore's): its own answer is the outcome (its
+/// error, or `not_owned`), not `no_quorum`.
 class release_tally {
  public:
-  release_tally(std::size_t masters, std::size_t asked) noexcept : masters_(masters), asked_(asked) {}
+  release_tally(std::size_t masters, std::size_t asked, bool one_server = false) noexcept
+      : masters_(masters), asked_(asked), one_server_(one_server) {}
 
   /// The script did not run on a master (NOSCRIPT): send it there again
   /// (at most once per master asked, and not after the deadline).
@@ -30,9 +33,11 @@ class release_tally {
   }
   /// A master's answer: the release's outcome once it is known.
   std::optional<error_code> record(error_code ec, const reply& answer) {
+    auto compared = ec ? ec : interpret_compare_script(answer);
     if (ec) ++broken_;
-    else if (!interpret_compare_script(answer)) ++released_;
+    else if (!compared) ++released_;
     else ++not_ours_;
+    if (one_server_) return compared;
     std::size_t quorum = masters_ / 2 + 1;
     if (released_ >= quorum) return error_code();
     if (not_ours_ + broken_ > masters_ - quorum)
@@ -45,6 +50,7 @@ class release_tally {
 
  private:
   std::size_t masters_, asked_;
+  bool one_server_;
   std::size_t released_ = 0, not_ours_ = 0, broken_ = 0, resent_ = 0;
 };
 

@@ -4,6 +4,7 @@
 // (engine/cleanup_ledger.hpp). Each scenario runs once per step with a fault
 // at that step (after Boost.MySQL's check_network_errors).
 #include "redis/engine/attempt.hpp"
+#include "redis/hold_commands.hpp"
 #include "redis/engine/cleanup_ledger.hpp"
 #include "redis/engine/quorum.hpp"
 
@@ -20,6 +21,9 @@
 // Printable in failed checks (found by argument-dependent lookup).
 namespace dlock {
 inline std::ostream& operator<<(std::ostream& out, error e) { return out << make_error_code(e).message(); }
+namespace redis {
+inline std::ostream& operator<<(std::ostream& out, error e) { return out << make_error_code(e).message(); }
+}  // namespace redis
 namespace redis::detail {
 inline std::ostream& operator<<(std::ostream& out, master_outcome o) { return out << to_string(o); }
 }  // namespace redis::detail
@@ -43,8 +47,14 @@ namespace {
 const redlock_clock::time_point t0{std::chrono::seconds(1000)};
 constexpr std::size_t five = 5;
 
+const redis::detail::hold_commands& commands(bool fencing) {
+  static const auto plain = redis::detail::hold_commands::redlock("k", false);
+  static const auto fenced = redis::detail::hold_commands::redlock("k", true);
+  return fencing ? fenced : plain;
+}
+
 redlock_attempt make_attempt(round_kind kind = round_kind::acquire, bool fencing = false) {
-  return redlock_attempt(kind, five, 10'000ms, {0.01, 2ms}, t0, fencing);
+  return redlock_attempt(commands(fencing), kind, five, 10'000ms, {0.01, 2ms}, t0);
 }
 
 // One master's answer, as the connection delivers it.
@@ -331,6 +341,114 @@ BOOST_AUTO_TEST_CASE(the_ledger_is_bounded) {
   auto now = cleanup_ledger::clock::time_point(std::chrono::seconds(50));
   for (int i = 0; i < 100; ++i) ledger.note(0, std::to_string(i), make_error_code(redis::error::timed_out), now, 1s);
   BOOST_TEST(ledger.take(0, now).size() == 64u);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// The same decisions for one server (redis::lock, redis::semaphore): the
+// server's own answer is the outcome, never `no_quorum`, and only an answer
+// that leaves doubt has its key deleted.
+BOOST_AUTO_TEST_SUITE(one_server_attempt)
+
+namespace {
+using redis::detail::hold_commands;
+redlock_attempt one_server(const hold_commands& c, round_kind kind = round_kind::acquire) {
+  return redlock_attempt(c, kind, 1, 10'000ms, {0.01, 2ms}, t0);
+}
+const error_code wrong_type = redis::error::wrong_type;
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(its_answer_is_the_outcome) {
+  auto c = hold_commands::lock("k", false);
+  struct expected {
+    answer given;
+    error_code failure;
+    bool may_have_landed;
+  };
+  const expected cases[] = {
+      {taken(), dlock::error::taken, false},
+      {lost(), redis::error::connection_lost, true},                    // it may have run
+      {{wrong_type, reply()}, wrong_type, false},                       // a plain SET refused: nothing ran
+      {{{}, reply::make_integer(7)}, redis::error::protocol_error, true},  // a reply we did not expect
+  };
+  for (const auto& e : cases) {
+    BOOST_TEST_CONTEXT(e.failure.message()) {
+      auto a = one_server(c);
+      auto r = a.on_answer(0, e.given.ec, e.given.value, t0 + 1ms, false);
+      BOOST_TEST(r.decided);
+      BOOST_TEST(!a.won());
+      BOOST_TEST(a.failure() == e.failure);
+      BOOST_TEST(a.may_have_landed() == e.may_have_landed);
+    }
+  }
+  auto won = one_server(c);
+  won.on_answer(0, yes().ec, yes().value, t0 + 1ms, false);
+  BOOST_TEST(won.won());
+  BOOST_TEST(!won.may_have_landed());
+}
+
+BOOST_AUTO_TEST_CASE(a_fenced_lock_takes_its_token_from_the_block_with_nothing_to_write_back) {
+  auto c = hold_commands::lock("k", true);
+  std::vector<reply> items{reply::make_status("OK"), reply::make_integer(42)};
+  auto a = one_server(c);
+  auto r = a.on_answer(0, {}, reply::make_array(std::move(items)), t0 + 1ms, false);
+  BOOST_TEST(r.decided);
+  BOOST_TEST(a.won());
+  BOOST_TEST(a.round().fencing_token() == 42);
+  BOOST_TEST(a.write_back_needed() == 0u);
+  BOOST_TEST(a.write_back_targets().empty());
+  // An error in the block after the SET ran: the server's error, and deleted.
+  std::vector<reply> failed{reply::make_status("OK"), reply::make_error("ERR increment or decrement would overflow")};
+  auto b = one_server(c);
+  b.on_answer(0, {}, reply::make_array(std::move(failed)), t0 + 1ms, false);
+  BOOST_TEST(!b.won());
+  BOOST_TEST((b.failure().category() == redis::error_category()));
+  BOOST_TEST(b.may_have_landed());
+}
+
+BOOST_AUTO_TEST_CASE(a_semaphore_admits_or_is_full) {
+  auto c = hold_commands::semaphore("s", 2);
+  auto full = one_server(c);
+  full.on_answer(0, {}, reply::make_integer(0), t0 + 1ms, false);
+  BOOST_TEST(full.failure() == dlock::error::taken);
+  BOOST_TEST(!full.may_have_landed());
+  auto admitted = one_server(c);
+  admitted.on_answer(0, {}, reply::make_integer(1), t0 + 1ms, false);
+  BOOST_TEST(admitted.won());
+}
+
+// An extension that failed to arrive leaves the hold to its validity; a key
+// found gone, or an answer after the validity, loses it. A Redlock's is lost.
+BOOST_AUTO_TEST_CASE(an_extension_loses_the_hold_only_when_the_key_is_gone_or_too_late) {
+  auto c = hold_commands::lock("k", false);
+  auto gone = one_server(c, round_kind::extend);
+  gone.on_answer(0, {}, reply::make_integer(0), t0 + 1ms, false);
+  BOOST_TEST(gone.extend_failure().told == dlock::error::not_owned);
+  BOOST_TEST(gone.extend_failure().loses);
+  auto broken = one_server(c, round_kind::extend);
+  broken.on_answer(0, lost().ec, lost().value, t0 + 1ms, false);
+  BOOST_TEST(broken.extend_failure().told == redis::error::connection_lost);
+  BOOST_TEST(!broken.extend_failure().loses);
+  auto late = one_server(c, round_kind::extend);
+  late.on_answer(0, {}, reply::make_integer(1), t0 + 10'000ms, false);
+  BOOST_TEST(!late.won());
+  BOOST_TEST(late.extend_failure().told == dlock::error::expired);
+  BOOST_TEST(late.extend_failure().loses);
+  auto redlock = make_attempt(round_kind::extend);
+  for (std::size_t i = 0; i < five; ++i) redlock.on_answer(i, lost().ec, lost().value, t0 + 1ms, false);
+  BOOST_TEST(redlock.extend_failure().told == dlock::error::lost);
+  BOOST_TEST(redlock.extend_failure().loses);
+}
+
+BOOST_AUTO_TEST_CASE(a_release_is_told_its_one_answer) {
+  release_tally released(1, 1, true);
+  BOOST_TEST((released.record({}, reply::make_integer(1)) == error_code()));
+  release_tally not_ours(1, 1, true);
+  BOOST_TEST((not_ours.record({}, reply::make_integer(0)) == make_error_code(dlock::error::not_owned)));
+  release_tally broken(1, 1, true);
+  BOOST_TEST((broken.record(lost().ec, reply()) == lost().ec));
+  release_tally odd(1, 1, true);
+  BOOST_TEST((odd.record({}, reply::make_nil()) == make_error_code(redis::error::protocol_error)));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -28,7 +28,24 @@ error_code failure(const hold_commands& c, error_code ec, const reply& r) {
   return c.attempt_failure(ec, r, token);
 }
 
-bool runs(const detail::encoded_command& e, const redis::script& s) { return e.script && e.script->sha1 == s.sha1(); }
+bool runs(const detail::inline_command& e, const redis::script& s) { return e.script && e.script->sha1 == s.sha1(); }
+
+// What each command writes, in the fan-out's own buffer.
+detail::inline_command attempt(const hold_commands& c, std::string_view token, std::chrono::milliseconds ttl) {
+  detail::inline_command out;
+  c.attempt(out, token, ttl);
+  return out;
+}
+detail::inline_command release(const hold_commands& c, std::string_view token) {
+  detail::inline_command out;
+  c.release(out, token);
+  return out;
+}
+detail::inline_command extend(const hold_commands& c, std::string_view token, std::chrono::milliseconds ttl) {
+  detail::inline_command out;
+  c.extend(out, token, ttl);
+  return out;
+}
 
 }  // namespace
 
@@ -50,24 +67,24 @@ BOOST_AUTO_TEST_CASE(bad_keys_ttls_and_a_semaphore_of_none_are_refused) {
 
 BOOST_AUTO_TEST_CASE(a_plain_lock_sends_set_nx_px) {
   auto c = hold_commands::lock("k", false);
-  auto attempt = c.attempt("tok", 1500ms);
-  BOOST_CHECK(!attempt.script);
-  BOOST_CHECK_EQUAL(attempt.wire, "*6\r\n$3\r\nSET\r\n$1\r\nk\r\n$3\r\ntok\r\n$2\r\nNX\r\n$2\r\nPX\r\n$4\r\n1500\r\n");
+  auto sent = attempt(c, "tok", 1500ms);
+  BOOST_CHECK(!sent.script);
+  BOOST_CHECK_EQUAL(sent.bytes(), "*6\r\n$3\r\nSET\r\n$1\r\nk\r\n$3\r\ntok\r\n$2\r\nNX\r\n$2\r\nPX\r\n$4\r\n1500\r\n");
   BOOST_CHECK(!failure(c, {}, reply::make_status("OK")));
   BOOST_CHECK(failure(c, {}, reply::make_nil()) == dlock::error::taken);
   BOOST_CHECK(failure(c, {}, reply::make_integer(1)) == redis::error::protocol_error);
-  BOOST_CHECK(runs(c.release("tok"), detail::release_script()));
-  BOOST_CHECK(runs(c.extend("tok", 200ms), detail::extend_script()));
-  BOOST_CHECK(c.extend("tok", 200ms).wire.ends_with("$1\r\n1\r\n$1\r\nk\r\n$3\r\ntok\r\n$3\r\n200\r\n"));
+  BOOST_CHECK(runs(release(c, "tok"), detail::release_script()));
+  BOOST_CHECK(runs(extend(c, "tok", 200ms), detail::extend_script()));
+  BOOST_CHECK(extend(c, "tok", 200ms).bytes().ends_with("$1\r\n1\r\n$1\r\nk\r\n$3\r\ntok\r\n$3\r\n200\r\n"));
 }
 
 BOOST_AUTO_TEST_CASE(a_fenced_lock_counts_in_the_same_multi_block) {
   auto c = hold_commands::lock("k", true);
   BOOST_CHECK_EQUAL(c.counter_key, "k:fencing");
-  auto attempt = c.attempt("tok", 1500ms);
-  BOOST_CHECK(!attempt.script);
-  BOOST_CHECK_EQUAL(attempt.replies, 4u);
-  BOOST_CHECK_EQUAL(attempt.wire,
+  auto sent = attempt(c, "tok", 1500ms);
+  BOOST_CHECK(!sent.script);
+  BOOST_CHECK_EQUAL(sent.replies, 4u);
+  BOOST_CHECK_EQUAL(sent.bytes(),
                     "*1\r\n$5\r\nMULTI\r\n"
                     "*6\r\n$3\r\nSET\r\n$1\r\nk\r\n$3\r\ntok\r\n$2\r\nNX\r\n$2\r\nPX\r\n$4\r\n1500\r\n"
                     "*2\r\n$4\r\nINCR\r\n$9\r\nk:fencing\r\n"
@@ -123,19 +140,19 @@ BOOST_AUTO_TEST_CASE(a_fenced_attempt_whose_incr_failed_after_its_set_is_the_ser
 
 BOOST_AUTO_TEST_CASE(a_semaphore_admits_by_script_with_its_maximum) {
   auto c = hold_commands::semaphore("sem", 7);
-  auto attempt = c.attempt("tok", 1500ms);
-  BOOST_CHECK(runs(attempt, detail::semaphore_acquire_script()));
-  BOOST_CHECK(attempt.wire.starts_with("*7\r\n$7\r\nEVALSHA\r\n$40\r\n"));
-  BOOST_CHECK(attempt.wire.ends_with("$1\r\n1\r\n$3\r\nsem\r\n$3\r\ntok\r\n$4\r\n1500\r\n$1\r\n7\r\n"));
+  auto sent = attempt(c, "tok", 1500ms);
+  BOOST_CHECK(runs(sent, detail::semaphore_acquire_script()));
+  BOOST_CHECK(sent.bytes().starts_with("*7\r\n$7\r\nEVALSHA\r\n$40\r\n"));
+  BOOST_CHECK(sent.bytes().ends_with("$1\r\n1\r\n$3\r\nsem\r\n$3\r\ntok\r\n$4\r\n1500\r\n$1\r\n7\r\n"));
   BOOST_CHECK(!failure(c, {}, reply::make_integer(1)));
   BOOST_CHECK(failure(c, {}, reply::make_integer(0)) == dlock::error::taken);
   BOOST_CHECK(failure(c, {}, reply::make_integer(2)) == redis::error::protocol_error);
   BOOST_CHECK(failure(c, {}, reply::make_nil()) == redis::error::protocol_error);
   BOOST_CHECK(failure(c, {}, reply::make_status("OK")) == redis::error::protocol_error);
-  BOOST_CHECK(runs(c.release("tok"), detail::semaphore_release_script()));
-  BOOST_CHECK(c.release("tok").wire.ends_with("$1\r\n1\r\n$3\r\nsem\r\n$3\r\ntok\r\n"));
-  BOOST_CHECK(runs(c.extend("tok", 200ms), detail::semaphore_extend_script()));
-  BOOST_CHECK(c.extend("tok", 200ms).wire.ends_with("$1\r\n1\r\n$3\r\nsem\r\n$3\r\ntok\r\n$3\r\n200\r\n"));
+  BOOST_CHECK(runs(release(c, "tok"), detail::semaphore_release_script()));
+  BOOST_CHECK(release(c, "tok").bytes().ends_with("$1\r\n1\r\n$3\r\nsem\r\n$3\r\ntok\r\n"));
+  BOOST_CHECK(runs(extend(c, "tok", 200ms), detail::semaphore_extend_script()));
+  BOOST_CHECK(extend(c, "tok", 200ms).bytes().ends_with("$1\r\n1\r\n$3\r\nsem\r\n$3\r\ntok\r\n$3\r\n200\r\n"));
 }
 
 BOOST_AUTO_TEST_CASE(an_error_wins_over_any_answer) {
