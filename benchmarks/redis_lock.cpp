@@ -9,8 +9,8 @@
 //                               this measures the protocol, not waiting), one connection
 #include "common.hpp"
 
-#include "redis/engine/scripts.hpp"
-#include "redis/token.hpp"
+#include "redis/locks/algorithm/scripts.hpp"
+#include "redis/locks/token.hpp"
 #include <dlock/redis/lock.hpp>
 #include <dlock/redis/semaphore.hpp>
 

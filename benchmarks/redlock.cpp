@@ -10,7 +10,7 @@
 #include "common.hpp"
 
 #include <dlock/redis/connection.hpp>
-#include "redis/token.hpp"
+#include "redis/locks/token.hpp"
 #include <dlock/redis/redlock.hpp>
 
 #include <boost/asio/as_tuple.hpp>

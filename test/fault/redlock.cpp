@@ -34,7 +34,7 @@ redis::redlock_options fault_options() {
 }
 
 // A key in use: its fencing counter on every master. A key no master has a
-// counter for is new only once every master said so (engine/round.hpp), so
+// counter for is new only once every master said so (src/redis/locks/algorithm/round.hpp), so
 // a fresh key with masters stopped gets no token (shown by
 // a_fencing_token_never_goes_back_past_masters_that_did_not_answer).
 void seed_counters(const std::string& key) {

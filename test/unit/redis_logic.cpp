@@ -2,10 +2,10 @@
 // SHA1 for EVALSHA, command checks, reply interpretation.
 #include <dlock/error.hpp>
 #include <dlock/redis/command.hpp>
-#include "redis/command_check.hpp"
-#include "redis/conn/request_queue.hpp"
-#include "redis/engine/replies.hpp"
-#include "redis/token.hpp"
+#include "redis/resp/command_check.hpp"
+#include "redis/connection/request_queue.hpp"
+#include "redis/locks/algorithm/replies.hpp"
+#include "redis/locks/token.hpp"
 #include <dlock/redis/script.hpp>
 
 #include <boost/test/unit_test.hpp>

@@ -1,0 +1,86 @@
+// The two Redlock decisions taken by counting answers, besides the round's
+// (round.hpp), I/O-free: a release's and a fencing write-back's. Each
+// decides at the first answer that settles it; later answers change nothing.
+#pragma once
+
+#include "redis/locks/algorithm/replies.hpp"
+
+#include <dlock/error.hpp>
+
+#include <cstddef>
+#include <optional>
+
+namespace dlock::redis::detail {
+
+/// Compare-and-delete sent to `asked` of `masters` masters. A release of
+/// every master is decided by the majority: released (the lock is free), or
+/// so many said no or failed that a majority cannot have released.
+/// A release of a subset (a background resend) is told once all answered.
+/// One server (a lock's, a semaphore's): its own answer is the outcome (its
+/// error, or `not_owned`), not `no_quorum`.
+class release_tally {
+ public:
+  release_tally(std::size_t masters, std::size_t asked, bool one_server = false) noexcept
+      : masters_(masters), asked_(asked), one_server_(one_server) {}
+
+  /// The script did not run on a master (NOSCRIPT): send it there again
+  /// (at most once per master asked, and not after the deadline).
+  bool resend(error_code ec, bool deadline_passed) noexcept {
+    bool not_run = ec == redis::error::script_not_run || ec == redis::error::no_script;
+    if (!not_run || deadline_passed || resent_ >= asked_) return false;
+    ++resent_;
+    return true;
+  }
+  /// A master's answer: the release's outcome once it is known.
+  std::optional<error_code> record(error_code ec, const reply& answer) {
+    auto compared = ec ? ec : interpret_compare_script(answer);
+    if (ec) ++broken_;
+    else if (!compared) ++released_;
+    else ++not_ours_;
+    if (one_server_) return compared;
+    std::size_t quorum = masters_ / 2 + 1;
+    if (released_ >= quorum) return error_code();
+    if (not_ours_ + broken_ > masters_ - quorum)
+      return make_error_code(not_ours_ >= broken_ ? dlock::error::not_owned : dlock::error::no_quorum);
+    return std::nullopt;
+  }
+  /// Every master asked answered or timed out (a subset's outcome).
+  error_code all_answered() const { return released_ > 0 ? error_code() : make_error_code(dlock::error::not_owned); }
+  std::size_t released() const noexcept { return released_; }
+
+ private:
+  std::size_t masters_, asked_;
+  bool one_server_;
+  std::size_t released_ = 0, not_ours_ = 0, broken_ = 0, resent_ = 0;
+};
+
+/// Step 4's write-back: max(counter, token) on the masters behind the token.
+/// Succeeds once `needed` of them confirmed a counter at the token or
+/// above; fails as soon as too few are left to confirm, or at the deadline.
+class write_back_tally {
+ public:
+  write_back_tally(std::int64_t token, std::size_t needed, std::size_t asked) noexcept
+      : token_(token), needed_(needed), asked_(asked) {}
+
+  /// Before any answer: too few masters were asked (or none is needed).
+  std::optional<error_code> at_start() const {
+    if (asked_ < needed_) return make_error_code(dlock::error::no_quorum);
+    return std::nullopt;
+  }
+  std::optional<error_code> record(error_code ec, const reply& answer) {
+    auto counter = ec ? std::nullopt : integer_value(answer);
+    if (counter && *counter >= token_) ++confirmed_;
+    else ++failed_;
+    if (confirmed_ >= needed_) return error_code();
+    if (asked_ - failed_ < needed_) return make_error_code(dlock::error::no_quorum);
+    return std::nullopt;
+  }
+  static error_code at_deadline() { return dlock::error::no_quorum; }
+
+ private:
+  std::int64_t token_;
+  std::size_t needed_, asked_;
+  std::size_t confirmed_ = 0, failed_ = 0;
+};
+
+}  // namespace dlock::redis::detail

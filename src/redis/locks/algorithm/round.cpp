@@ -1,0 +1,187 @@
+#include "redis/locks/algorithm/round.hpp"
+
+#include <dlock/error.hpp>
+#include <dlock/limits.hpp>
+
+#include <algorithm>
+
+namespace dlock::redis::detail {
+
+using std::chrono::milliseconds;
+
+const char* to_string(master_outcome outcome) noexcept {
+  switch (outcome) {
+    case master_outcome::pending: return "pending";
+    case master_outcome::ok: return "ok";
+    case master_outcome::already_ours: return "already_ours";
+    case master_outcome::taken: return "taken";
+    case master_outcome::failed: return "failed";
+    case master_outcome::timed_out: return "timed_out";
+  }
+  return "?";
+}
+
+redlock_round::redlock_round(std::size_t masters, milliseconds ttl, drift_rule drift,
+                             redlock_clock::time_point start, bool fencing)
+    : fencing_(fencing),
+      start_(start),
+      valid_until_(detail::valid_until(start, ttl, drift)),
+      outcomes_(masters, master_outcome::pending),
+      late_(masters, false),
+      ttl_(ttl),
+      drift_(drift),
+      counters_(fencing ? masters : 0, no_counter) {
+  tally_[static_cast<std::size_t>(master_outcome::pending)] = static_cast<std::uint32_t>(masters);
+}
+
+milliseconds redlock_round::drift() const noexcept {
+  return std::chrono::ceil<milliseconds>(detail::drift(ttl_, drift_));
+}
+
+std::size_t redlock_round::count(master_outcome outcome) const noexcept {
+  return tally_[static_cast<std::size_t>(outcome)];
+}
+
+void redlock_round::set(master_outcome& slot, master_outcome outcome) noexcept {
+  --tally_[static_cast<std::size_t>(slot)];
+  ++tally_[static_cast<std::size_t>(outcome)];
+  slot = outcome;
+}
+
+std::size_t redlock_round::ours() const noexcept {
+  return count(master_outcome::ok) + count(master_outcome::already_ours);
+}
+
+milliseconds redlock_round::validity(redlock_clock::time_point now) const noexcept {
+  return validity_left(valid_until_, now);
+}
+
+round_state redlock_round::record(std::size_t index, master_outcome outcome,
+                                  redlock_clock::time_point now, std::int64_t counter) {
+  if (index >= outcomes_.size() || outcome == master_outcome::pending) return state_;
+  // A master answers once; a reply after its timeout was recorded is still
+  // worth knowing when it says the key is ours (it must be released).
+  auto& slot = outcomes_[index];
+  bool was_timed_out = slot == master_outcome::timed_out;
+  if (slot != master_outcome::pending && !was_timed_out) return state_;
+  if (was_timed_out && outcome != master_outcome::ok && outcome != master_outcome::already_ours)
+    return state_;
+  set(slot, outcome);
+  if (fencing_) counters_[index] = counter < 0 ? no_counter : counter;
+  if (decided()) {
+    late_[index] = true;
+    return state_;
+  }
+  decide(now);
+  return state_;
+}
+
+round_state redlock_round::time_out_pending(redlock_clock::time_point now) {
+  for (auto& slot : outcomes_)
+    if (slot == master_outcome::pending) set(slot, master_outcome::timed_out);
+  if (!decided()) decide(now);
+  return state_;
+}
+
+void redlock_round::decide(redlock_clock::time_point now) {
+  auto fail = [&](dlock::error why) {
+    state_ = round_state::failed;
+    failure_ = make_error_code(why);
+    validity_at_decision_ = validity(now);
+  };
+  auto left = validity(now);
+  if (ours() >= quorum() && fencing_ && !fencing_settled()) {
+    // A majority said yes, but its counters do not fence yet: wait for the others.
+    if (!fencing_reachable()) fail(dlock::error::no_quorum);
+    else if (left <= milliseconds::zero()) fail(dlock::error::expired);
+    return;
+  }
+  if (ours() >= quorum()) {
+    if (left > milliseconds::zero()) {
+      state_ = round_state::acquired;
+      validity_at_decision_ = left;
+      if (fencing_) fencing_token_ = token_from_counters();
+    } else {
+      fail(dlock::error::expired);
+    }
+    return;
+  }
+  std::size_t taken = count(master_outcome::taken);
+  std::size_t broken = count(master_outcome::failed) + count(master_outcome::timed_out);
+  if (ours() + count(master_outcome::pending) < quorum())
+    fail(taken >= broken ? dlock::error::taken : dlock::error::no_quorum);
+  else if (left <= milliseconds::zero())
+    fail(dlock::error::expired);
+}
+
+bool redlock_round::counted(std::size_t index) const noexcept {
+  auto outcome = outcomes_[index];
+  return outcome == master_outcome::ok || outcome == master_outcome::already_ours || outcome == master_outcome::taken;
+}
+
+// Masters that answered (yes or no), and those of them with a counter.
+redlock_round::counter_tally redlock_round::tally_counters() const noexcept {
+  counter_tally t;
+  for (std::size_t i = 0; i < outcomes_.size(); ++i) {
+    if (!counted(i)) continue;
+    ++t.answered;
+    if (counters_[i] != no_counter) ++t.with_counter;
+  }
+  return t;
+}
+
+// Counters seen cover a majority K, which meets the majority W that holds
+// the last token; or every master answered, so that no counter is unseen
+// (with none at all, a new key). A master that failed or timed out is
+// unknown, not empty: it may hold the last token, written back to a bare
+// majority that is now partly out of reach.
+bool redlock_round::fencing_settled() const noexcept {
+  auto t = tally_counters();
+  return t.with_counter >= quorum() || t.answered == masters();
+}
+
+// Either of the above can still happen once the pending masters answer.
+bool redlock_round::fencing_reachable() const noexcept {
+  auto t = tally_counters();
+  std::size_t pending = count(master_outcome::pending);
+  return t.with_counter + pending >= quorum() || t.answered + pending == masters();
+}
+
+// The largest counter seen, after its increment: a master that said no was
+// not incremented, so its counter counts plus one.
+std::int64_t redlock_round::token_from_counters() const noexcept {
+  std::int64_t token = 1;
+  for (std::size_t i = 0; i < outcomes_.size(); ++i) {
+    if (!counted(i) || counters_[i] == no_counter) continue;
+    auto next = outcomes_[i] == master_outcome::taken ? counters_[i] + 1 : counters_[i];
+    token = std::max(token, next);
+  }
+  return token;
+}
+
+std::size_t redlock_round::at_token() const noexcept {
+  std::size_t n = 0;
+  for (std::size_t i = 0; i < counters_.size(); ++i)
+    if (counted(i) && counters_[i] >= fencing_token_) ++n;
+  return n;
+}
+
+bool redlock_round::behind(std::size_t index) const noexcept {
+  return fencing_ && index < counters_.size() && counted(index) && counters_[index] < fencing_token_;
+}
+
+bool redlock_round::needs_late_release(std::size_t index) const noexcept {
+  if (index >= outcomes_.size() || state_ != round_state::failed || !late_[index]) return false;
+  return outcomes_[index] == master_outcome::ok || outcomes_[index] == master_outcome::already_ours;
+}
+
+std::string redlock_round::describe() const {
+  std::string text;
+  for (auto outcome : outcomes_) {
+    if (!text.empty()) text += ' ';
+    text += to_string(outcome);
+  }
+  return text;
+}
+
+}  // namespace dlock::redis::detail

@@ -1,0 +1,289 @@
+// The one Redis lock shell: a lock_engine drives a hold on N servers, one
+// for redis::lock and redis::semaphore, N for redis::redlock, sending one
+// command to every master at once (with Redlock's per-master timeout) and
+// doing what the pure parts decide (algorithm/attempt.hpp, quorum.hpp,
+// acquire_machine.hpp, cleanup_ledger.hpp; hold_commands.hpp says what is
+// sent). Private to src/redis/locks/.
+#pragma once
+
+#include <dlock/redis/connection.hpp>
+#include "redis/locks/hold.hpp"
+#include "redis/locks/algorithm/attempt.hpp"
+#include "redis/locks/algorithm/cleanup_ledger.hpp"
+#include "redis/locks/algorithm/quorum.hpp"
+#include "redis/locks/algorithm/round.hpp"
+#include <dlock/redis/redlock.hpp>
+
+#include "redis/connection/connection_impl.hpp"
+#include "detail/completion.hpp"
+#include "detail/observed_lock.hpp"
+#include "detail/op_base.hpp"
+#include "redis/locks/algorithm/scripts.hpp"
+#include "redis/locks/hold_commands.hpp"
+#include "redis/locks/deadline_queue.hpp"
+#include "redis/locks/round_report.hpp"
+
+#include <boost/asio/steady_timer.hpp>
+#include <boost/container/small_vector.hpp>
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace dlock::redis::detail {
+
+class fanout;
+
+/// The shared state of one lock (a `redlock`, a `lock`, a `semaphore`);
+/// lives on its executor.
+class lock_engine : public std::enable_shared_from_this<lock_engine> {
+ public:
+  /// `options.master_timeout` zero: none (one server, whose connection's
+  /// command timeout applies).
+  lock_engine(asio::any_io_executor executor, std::vector<std::shared_ptr<connection_impl>> masters,
+              hold_commands commands, redlock_options options, lock_kind kind);
+
+  asio::any_io_executor executor;
+  // The connections' internals, shared: a connection destroyed first fails
+  // the lock's commands with dlock::error::closed.
+  std::vector<std::shared_ptr<connection_impl>> masters;
+  // Per master: it runs on `executor` too, so its answers run in place.
+  std::vector<bool> shares_executor;
+  std::vector<std::string> names;  // "host:port", for logs
+  hold_commands commands;  // the key, and what is sent to it
+  redlock_options options;
+  dlock::detail::observed_lock observed;  // who is told of this lock's events
+  /// The token, validity, loss signal and auto-extension of the current hold.
+  detail::hold hold;
+
+  bool acquiring = false;  // an acquire has not completed yet
+  bool releasing = false;  // a release() has not completed yet
+  // The last hold was released (or lost and released): a second release() is
+  // a no-op that succeeds. Cleared when an acquire starts.
+  bool released = false;
+  std::size_t released_masters = 0;  // by the last release(), when it completed
+  // The constructor's arguments are unusable: every acquire is refused with
+  // `invalid` (a redlock's reason in words too).
+  error_code invalid;
+  std::string invalid_reason;
+  /// Every master's connection was closed for good (by its owner, or
+  /// destroyed): operations then give `closed` (a master merely down is
+  /// retried instead).
+  bool every_master_closed() const noexcept {
+    for (const auto& master : masters)
+      if (master->state() != connection_state::closed) return false;
+    return !masters.empty();
+  }
+  std::weak_ptr<void> acquire_in_progress;  // ~redlock ends it (cancel_acquire)
+  /// What each master answered in the last round, formatted on demand
+  /// (last_outcomes() and logs): a round only copies its small vector.
+  boost::container::small_vector<master_outcome, 7> outcomes;
+  std::string last_outcomes() const;
+
+  /// The drift allowance of every round and hold.
+  drift_rule hold_drift() const noexcept { return drift_of(options); }
+  static drift_rule drift_of(const redlock_options& o) noexcept { return {o.drift_factor, o.drift_extra}; }
+  /// After construction, with the impl in a shared_ptr: a lost hold (told by
+  /// the hold) releases its keys in the background.
+  void attach_hold();
+  /// A round (acquire) won with `token`, whose SETs were sent at `start`.
+  void begin_hold(std::string_view token, redlock_clock::time_point start, std::int64_t fencing_token);
+  /// Compare-and-delete of the held token on every master, on handlers that
+  /// ignore any caller's cancellation.
+  void release_in_background();
+  /// The same for an attempt's `token`, on every master or on one.
+  void release_in_background(std::string_view token);
+  void release_in_background(std::string_view token, std::size_t master);
+  /// Fencing: a master's counter found behind the held `token` is raised to
+  /// it, in the background.
+  void raise_counter(std::size_t master, std::int64_t token);
+  /// Background compare-and-deletes not yet answered (or timed out) by every
+  /// master they went to. No SET is sent while there is one.
+  int cleanups_in_flight = 0;
+  /// The acquire waiting for them (one operation at a time).
+  std::function<void()> after_cleanups;
+  /// settle() calls waiting for them, completed (posted) when none is left.
+  struct settle_waiter {
+    dlock::detail::op_base<void(error_code)> op;
+  };
+  std::vector<std::shared_ptr<settle_waiter>> settle_waiters;
+  void cleanup_settled();
+  /// A background delete that failed on a master, to send again (see
+  /// algorithm/cleanup_ledger.hpp): before the next SET there, and when its
+  /// connection is back.
+  cleanup_ledger unsettled;
+  void note_unsettled(std::size_t master, std::string attempt_token, error_code why);
+  /// Every master's, or one master's.
+  void resend_unsettled_cleanups();
+  void resend_unsettled_cleanups(std::size_t master);
+  void note_outcomes(const redlock_round& round);
+  double random_unit();
+  /// The per-master timeout of every fan-out (none with one server).
+  deadline_queue deadlines;
+
+ private:
+  std::minstd_rand random_;
+};
+
+/// One command (or script) to every master, encoded once; answers arrive on
+/// the redlock's executor. At the per-master timeout the masters still
+/// pending are abandoned: their handlers run with operation_aborted shortly
+/// after, and their replies, if they come, are dropped by the connection.
+class fanout : public reply_sink, public std::enable_shared_from_this<fanout> {
+ public:
+  explicit fanout(std::shared_ptr<lock_engine> owner);
+  ~fanout() override;
+  fanout(const fanout&) = delete;
+  fanout& operator=(const fanout&) = delete;
+
+  /// A master's answer, on the redlock's executor (see reply_sink).
+  void on_reply(std::size_t index, error_code ec, const reply& answer) final;
+  const asio::any_io_executor& sink_executor() const noexcept final { return owner_->executor; }
+  /// The per-master timeout passed (called by the owner's deadline timer).
+  void expire();
+
+ protected:
+  virtual void on_answer(std::size_t index, error_code ec, const reply& answer) = 0;
+  virtual void on_deadline() {}
+  virtual void on_all_answered() {}
+
+  /// The one command every send() sends: set once, before the first send,
+  /// and never changed, as the requests borrow its bytes while they are
+  /// owed (this fan-out, their sink, lives that long).
+  inline_command& command() noexcept { return command_; }
+  void set_command(const script& s, std::initializer_list<std::string_view> keys,
+                   std::initializer_list<std::string_view> args) {
+    command_.set(s, keys, args);
+  }
+  bool has_command() const noexcept { return !command_.empty(); }
+  void send(std::size_t index);
+  void send_to_all();
+  void arm_deadline();
+  void abandon_pending();
+  bool deadline_passed() const noexcept { return deadline_passed_; }
+  std::size_t pending() const noexcept { return pending_; }
+
+  std::shared_ptr<lock_engine> owner_;
+
+ private:
+  void track(std::size_t index);
+  void send(std::size_t index, const std::shared_ptr<fanout>& self);
+
+  // What every answer reads comes first, the command (read when sending
+  // only) last: 64 clients' fan-outs in flight must share the cache.
+  std::size_t pending_ = 0;
+  bool deadline_passed_ = false;
+  deadline_entry deadline_;
+  // The command sent to the master and not yet answered, to abandon it
+  // (in_flight takes the handle's padding: 24 bytes a master).
+  struct master_state : request_handle {
+    bool in_flight = false;
+  };
+  boost::container::small_vector<master_state, 7> masters_;  // inline for up to 7 masters
+  inline_command command_;
+};
+
+/// A fan-out decided by a redlock_attempt (algorithm/attempt.hpp): an
+/// acquire's SETs or an extend. It performs what each answer asks; the
+/// decision itself goes to decided().
+class round_fanout : public fanout {
+ protected:
+  round_fanout(std::shared_ptr<lock_engine> owner, round_kind kind, std::chrono::milliseconds ttl,
+               redlock_clock::time_point start);
+  virtual void decided() = 0;
+  /// The token the round's commands carry (an acquire's late yes is released with it).
+  virtual std::string_view round_token() const noexcept = 0;
+
+  // What every answer reads first (the report is a null pointer unless observed).
+  round_report report_;
+  redlock_attempt attempt_;
+
+ private:
+  void on_answer(std::size_t index, error_code ec, const reply& answer) final;
+  void on_deadline() final;
+  void on_all_answered() final { report_.settled(*owner_); }
+};
+
+/// Compare-and-delete on some or all masters. With a handler, it completes as
+/// soon as the outcome is known: a majority released (the lock is free), or
+/// too many masters said no or failed for that; the remaining answers are
+/// still awaited (up to the per-master timeout) but nobody waits for them.
+class release_fanout final : public fanout {
+ public:
+  using done_handler = asio::any_completion_handler<void(error_code)>;
+  // The handler is taken here: any_completion_handler's assignment is broken in Asio 1.81.
+  // `in_place`: `done` runs on the redlock's executor. The command is
+  // encoded here, with `token`.
+  release_fanout(std::shared_ptr<lock_engine> owner, std::string_view token, done_handler done = {},
+                 bool in_place = false);
+  void start();                     // every master
+  void start(std::size_t master);  // one
+  /// This is the user's release(): completing it ends `lock_engine::releasing`.
+  void ends_release() noexcept { ends_release_ = true; }
+
+ private:
+  void on_answer(std::size_t index, error_code ec, const reply& answer) override;
+  void on_all_answered() override;
+  void complete(error_code ec);
+
+  void count_as_cleanup();
+
+  std::optional<release_tally> tally_;  // set by start()
+  bool in_place_;
+  bool ends_release_ = false;
+  bool cleanup_ = false;  // a background release: counted in cleanups_in_flight
+  dlock::detail::op_base<void(error_code)> done_;  // none: a background release
+  std::string token_;  // a background release's only: noted if a master fails it
+};
+
+/// Step 4's write-back: max(counter, token) on the masters behind the
+/// token, decided by a write_back_tally (algorithm/quorum.hpp). It reports as
+/// soon as `needed` of them confirmed (or that they cannot); without a
+/// report function it only raises them, in the background.
+class fencing_write_back final : public fanout {
+ public:
+  using report_function = std::function<void(error_code)>;
+  fencing_write_back(std::shared_ptr<lock_engine> owner, std::int64_t token, std::size_t needed,
+                     std::size_t asked, report_function report);
+  void send_to(std::size_t master);  // each of the `asked`, then start()
+  void start();
+
+ private:
+  void on_answer(std::size_t, error_code ec, const reply& answer) override;
+  void on_deadline() override { finish(write_back_tally::at_deadline()); }
+  void finish(error_code ec);
+
+  write_back_tally tally_;
+  report_function report_;
+};
+
+// The operations every lock shares; the public handles (lock.cpp,
+// redlock.cpp) only forward to them.
+
+/// acquire(), try_acquire(), acquire_for() (acquire.cpp); from any thread.
+void start_acquire(std::shared_ptr<lock_engine> owner, asio::any_completion_handler<void(error_code)> handler,
+                   bool retry, std::optional<std::chrono::milliseconds> wait, bool in_place);
+/// Ends the acquire in progress, if any, with operation_aborted (on the executor).
+void cancel_acquire(lock_engine& owner);
+
+/// Compare-and-PEXPIRE to `ttl` on every master, deciding at the majority.
+/// Success renews the hold; failure may lose it (redlock_attempt::extend_failure).
+/// On the executor (redlock.cpp), as are the next two.
+void start_extend(std::shared_ptr<lock_engine> owner, std::chrono::milliseconds ttl,
+                  asio::any_completion_handler<void(error_code)> handler);
+/// release(): compare-and-delete of the held token on every master.
+void start_release(std::shared_ptr<lock_engine> owner, asio::any_completion_handler<void(error_code)> handler,
+                   bool in_place);
+/// The handle is gone (from any thread): an acquire in progress ends, a
+/// hold is released in the background.
+void abandon(std::shared_ptr<lock_engine> owner);
+
+using dlock::detail::dispatch_completion;
+using dlock::detail::post_completion;
+
+}  // namespace dlock::redis::detail

@@ -1,0 +1,126 @@
+// extend(), release() and the end of a handle, for every Redis lock (one
+// server or N masters): the engine's operations after the acquire
+// (acquire.cpp). What a failed extension means is the attempt's to say
+// (algorithm/attempt.hpp); the release quorum is release_tally's.
+#include "redis/locks/engine.hpp"
+
+#include <dlock/limits.hpp>
+
+#include <boost/asio/post.hpp>
+
+namespace dlock::redis::detail {
+namespace {
+
+using std::chrono::milliseconds;
+using handler0 = asio::any_completion_handler<void(error_code)>;
+
+// ------------------------------------------------------------------ extend_op
+
+// Why a hold cannot be extended: lost (as redis::lock says), or not held.
+error_code not_extendable(const lock_engine& owner) {
+  if (owner.acquiring) return dlock::error::not_held;
+  return owner.hold.state() == hold::phase::lost ? dlock::error::lost : dlock::error::not_held;
+}
+
+/// Compare-and-PEXPIRE on every master, decided at the majority.
+class extend_op final : public round_fanout {
+ public:
+  extend_op(std::shared_ptr<lock_engine> owner, milliseconds ttl, handler0 handler)
+      : round_fanout(owner, round_kind::extend, ttl, redlock_clock::now()),
+        ttl_(ttl),
+        hold_id_(owner_->hold.id()),
+        op_(std::move(handler)) {}
+
+  void start() {
+    owner_->commands.extend(command(), owner_->hold.token(), ttl_);
+    send_to_all();
+    arm_deadline();
+  }
+
+ private:
+  std::string_view round_token() const noexcept override { return owner_->hold.token(); }
+  void decided() override {
+    const auto& round = attempt_.round();
+    report_.decided(round.failure(), round.start());
+    if (owner_->hold.id() != hold_id_ || !owner_->hold.held())
+      return complete(not_extendable(*owner_));  // released or lost meanwhile
+    owner_->note_outcomes(round);
+    if (attempt_.won()) {
+      owner_->hold.renew(round.start(), ttl_);
+      return complete(error_code{});
+    }
+    auto verdict = attempt_.extend_failure();
+    owner_->hold.extension_failed(attempt_.failure());
+    if (verdict.loses) owner_->hold.lose(verdict.told);
+    complete(verdict.told);
+  }
+  void complete(error_code ec) { op_.complete(dlock::detail::completion::dispatch, owner_->executor, ec); }
+
+  milliseconds ttl_;
+  std::uint64_t hold_id_;
+  dlock::detail::op_base<void(error_code)> op_;
+};
+
+// The new release() of the hold: compare-and-delete on every master.
+void send_release(std::shared_ptr<lock_engine> owner, std::string token, handler0 handler, bool in_place) {
+  auto op = std::make_shared<release_fanout>(std::move(owner), token, std::move(handler), in_place);
+  op->ends_release();
+  op->start();
+}
+
+}  // namespace
+
+void start_extend(std::shared_ptr<lock_engine> owner, milliseconds ttl, handler0 handler) {
+  auto timeout = owner->options.master_timeout;
+  if (ttl <= milliseconds::zero() || ttl > dlock::max_duration || (timeout > milliseconds::zero() && timeout >= ttl))
+    return post_completion(owner->executor, std::move(handler), make_error_code(dlock::error::invalid_argument));
+  if (owner->acquiring || !owner->hold.held())
+    return post_completion(owner->executor, std::move(handler), not_extendable(*owner));
+  auto op = std::make_shared<extend_op>(std::move(owner), ttl, std::move(handler));
+  op->start();
+}
+
+void start_release(std::shared_ptr<lock_engine> owner, handler0 h, bool in_place) {
+  if (owner->acquiring)  // a lost hold being acquired again: nothing to release
+    return post_completion(owner->executor, std::move(h), make_error_code(dlock::error::not_held));
+  if (owner->hold.state() == hold::phase::lost) {
+    // lose() released the keys in the background already: tell the reason.
+    auto reason = owner->hold.loss().reason();
+    owner->hold.end();
+    owner->released = true;
+    owner->released_masters = 0;
+    return post_completion(owner->executor, std::move(h), reason);
+  }
+  if (!owner->hold.held())
+    return post_completion(owner->executor, std::move(h),
+                           owner->released ? error_code() : make_error_code(dlock::error::not_held));
+  owner->released = true;
+  if (owner->every_master_closed()) {  // nothing can be sent: the keys go with their TTL
+    owner->hold.end();                  // stops auto-extension too
+    owner->released_masters = 0;
+    return post_completion(owner->executor, std::move(h), make_error_code(dlock::error::closed));
+  }
+  owner->releasing = true;  // no acquire until it completes (see release_fanout::complete)
+  auto token = owner->hold.token();
+  if (!owner->options.auto_extend) {  // nothing to wait for
+    owner->hold.end();
+    return send_release(std::move(owner), std::move(token), std::move(h), in_place);
+  }
+  // No extension may land after the release: wait for one in flight. The
+  // token is this hold's, taken now.
+  auto& hold = owner->hold;
+  hold.end(handler0([owner = std::move(owner), token = std::move(token), h = std::move(h), in_place](error_code) mutable {
+    send_release(std::move(owner), std::move(token), std::move(h), in_place);
+  }));
+}
+
+void abandon(std::shared_ptr<lock_engine> owner) {
+  asio::post(owner->executor, [owner] {
+    // An acquire in progress ends (operation_aborted): nobody could release what it took.
+    cancel_acquire(*owner);
+    if (owner->hold.state() != hold::phase::idle)
+      owner->hold.end([owner](error_code) { owner->release_in_background(); });
+  });
+}
+
+}  // namespace dlock::redis::detail

@@ -1,0 +1,118 @@
+// redis::redlock, the public handle: the lock engine (engine.hpp) over N
+// masters. The algorithm itself is in acquire.cpp.
+#include <dlock/redis/redlock.hpp>
+
+#include "redis/locks/engine.hpp"
+
+#include <dlock/limits.hpp>
+#include <dlock/log.hpp>
+#include "redis/locks/token.hpp"
+
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/system/system_error.hpp>
+
+#include <optional>
+
+namespace dlock::redis {
+
+using handler0 = asio::any_completion_handler<void(error_code)>;
+// --------------------------------------------------------------------- redlock
+
+namespace {
+
+// Why the redlock cannot work with these arguments ("" when it can).
+std::string invalid_arguments(const std::vector<std::shared_ptr<connection>>& masters, std::string_view key,
+                              const redlock_options& options) {
+  for (const auto& master : masters)
+    if (!master) return "redlock: a master is null";
+  // A master given twice would count twice toward the majority.
+  for (std::size_t i = 0; i < masters.size(); ++i)
+    for (std::size_t j = 0; j < i; ++j) {
+      const auto &a = masters[i]->get_options(), &b = masters[j]->get_options();
+      if (masters[i] == masters[j] || detail::same_master(a.host, a.port, b.host, b.port))
+        return "redlock: master " + a.host + ":" + std::to_string(a.port) + " is given twice";
+    }
+  return std::string(detail::redlock_invalid_reason(options, masters.size(), key));
+}
+
+}  // namespace
+
+// Bad arguments never throw: they are told by the first acquire, as on every
+// dlock lock (the impl then gets no masters, so nothing can reach a null one).
+redlock::redlock(asio::any_io_executor executor, std::vector<std::shared_ptr<connection>> masters,
+                 std::string key, redlock_options options) {
+  auto reason = invalid_arguments(masters, key, options);
+  if (!reason.empty()) {
+    masters.clear();
+    if (dlock::detail::log_enabled(log_level::error)) dlock::detail::log(log_level::error, reason);
+  }
+  std::vector<std::shared_ptr<detail::connection_impl>> connections;
+  for (auto& master : masters) connections.push_back(detail::connection_access::impl(*master));
+  auto commands = detail::hold_commands::redlock(std::move(key), options.fencing);
+  impl_ = std::make_shared<detail::lock_engine>(std::move(executor), std::move(connections), std::move(commands),
+                                                options, lock_kind::redlock);
+  if (!reason.empty()) impl_->invalid = dlock::error::invalid_argument;
+  impl_->invalid_reason = std::move(reason);
+  impl_->attach_hold();
+}
+
+redlock::~redlock() {
+  if (impl_) detail::abandon(impl_);  // not when moved from
+}
+
+redlock::executor_type redlock::get_executor() const noexcept { return impl_->executor; }
+
+void redlock::start_settle(handler0 handler) {
+  auto waiter = std::make_shared<detail::lock_engine::settle_waiter>(
+      detail::lock_engine::settle_waiter{dlock::detail::op_base<void(error_code)>(std::move(handler))});
+  // A cancelled wait leaves the list at once; the deletes go on.
+  auto on_cancel = [owner = std::weak_ptr(impl_), weak = std::weak_ptr(waiter)](asio::cancellation_type) {
+    auto impl = owner.lock();
+    auto w = weak.lock();
+    if (!impl || !w) return;
+    std::erase(impl->settle_waiters, w);
+    w->op.complete(dlock::detail::completion::post, impl->executor, asio::error::operation_aborted);
+  };
+  waiter->op.hook_cancellation(impl_->executor, on_cancel);
+  asio::post(impl_->executor, [impl = impl_, waiter = std::move(waiter)]() mutable {
+    if (waiter->op.done()) return;  // cancelled on the way
+    if (impl->cleanups_in_flight == 0)
+      return waiter->op.complete(dlock::detail::completion::post, impl->executor, error_code());
+    impl->settle_waiters.push_back(std::move(waiter));
+  });
+}
+
+void redlock::start_lock(handler0 handler, bool retry, std::optional<std::chrono::milliseconds> wait,
+                         bool in_place) {
+  detail::start_acquire(impl_, std::move(handler), retry, wait, in_place);
+}
+
+void redlock::start_unlock(handler0 handler, bool in_place) {
+  dlock::detail::dispatch_here(impl_->executor, [impl = impl_, h = std::move(handler), in_place]() mutable {
+    detail::start_release(std::move(impl), std::move(h), in_place);
+  });
+}
+
+void redlock::start_extend(std::chrono::milliseconds ttl, handler0 handler) {
+  dlock::detail::dispatch_here(impl_->executor, [impl = impl_, ttl, h = std::move(handler)]() mutable {
+    detail::start_extend(impl, ttl, std::move(h));
+  });
+}
+
+bool redlock::held() const noexcept { return impl_->hold.held_and_valid(); }
+std::int64_t redlock::fencing_token() const noexcept { return impl_->hold.fencing_token(); }
+
+std::chrono::milliseconds redlock::validity() const noexcept {
+  return impl_->hold.validity();
+}
+
+lock_loss& redlock::loss() noexcept { return impl_->hold.loss(); }
+std::string redlock::last_outcomes() const { return impl_->last_outcomes(); }
+std::string redlock::token() const { return impl_->hold.token(); }
+std::size_t redlock::released_masters() const noexcept { return impl_->released_masters; }
+const std::string& redlock::invalid_reason() const noexcept { return impl_->invalid_reason; }
+const std::string& redlock::key() const noexcept { return impl_->commands.key; }
+std::size_t redlock::masters() const noexcept { return impl_->masters.size(); }
+
+}  // namespace dlock::redis
