@@ -182,8 +182,10 @@ class basic_hold {
   basic_hold(const basic_hold&) = delete;
   basic_hold& operator=(const basic_hold&) = delete;
 
-  /// The state, shared with the operations in flight.
+  /// The state, shared with the operations in flight: the lock engine
+  /// every Redis lock runs on, here with one server.
   std::shared_ptr<detail::lock_engine> engine_;
+  /// As given (options() returns them); the engine keeps them in its words.
   lock_options options_;
 
  private:
