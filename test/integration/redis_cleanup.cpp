@@ -17,6 +17,7 @@
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/deferred.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
 
 #include <memory>
 #include <optional>
@@ -170,6 +171,54 @@ asio::awaitable<void> cancel_while_waiting_for_cleanup(asio::any_io_executor ex)
   direct->close();
 }
 
+// An extension waiting on a server that answers late ends at once when its
+// caller cancels it, and leaves the hold as it was (its compare-and-PEXPIRE
+// may still run; it only ever extends our own key).
+asio::awaitable<void> extend_cancelled_while_its_reply_is_held(asio::any_io_executor ex) {
+  auto master = dlock::test::redis_masters().at(0);
+  redis_proxy proxy(master.host, master.port);
+  auto through = co_await connected(ex, proxy.host(), proxy.port());
+  redis::lock_options lo;
+  lo.ttl = ttl;
+  redis::lock lock(*through, dlock::test::unique_name("dlock-test:cleanup:extend"), lo);
+  auto [acquired] = co_await lock.acquire(with_ec);
+  BOOST_TEST_REQUIRE(!acquired, "acquire: " << acquired.message());
+  proxy.hold_replies(2000ms, 1);
+  asio::cancellation_signal cancel;
+  asio::steady_timer soon(ex, 100ms);
+  soon.async_wait([&cancel](error_code) { cancel.emit(asio::cancellation_type::terminal); });
+  auto [ec] = co_await lock.extend(ttl, asio::bind_cancellation_slot(cancel.slot(), asio::as_tuple(asio::use_awaitable)));
+  BOOST_TEST((ec == asio::error::operation_aborted), "extend (its reply held 2 s, cancelled at 100 ms): " << ec.message());
+  BOOST_TEST(lock.held());
+  co_await sleep_for(2500ms);  // the held reply arrives, and is dropped
+  BOOST_TEST(lock.held());
+  auto [released] = co_await lock.release(with_ec);
+  BOOST_TEST(!released, "release: " << released.message());
+  through->close();
+}
+
+// A held lock destroyed on its own thread queues its delete at once: a
+// second lock's try_acquire on the same connection, right after, finds the
+// key free (the delete goes out ahead of its SET).
+asio::awaitable<void> destroyed_holder_frees_the_key_before_the_next_command(asio::any_io_executor ex) {
+  auto master = dlock::test::redis_masters().at(0);
+  auto conn = co_await connected(ex, master.host, master.port);
+  auto key = dlock::test::unique_name("dlock-test:cleanup:destroyed");
+  redis::lock_options lo;
+  lo.ttl = ttl;
+  {
+    redis::lock first(*conn, key, lo);
+    auto [ec] = co_await first.acquire(with_ec);
+    BOOST_TEST_REQUIRE(!ec, "acquire: " << ec.message());
+  }
+  redis::lock second(*conn, key, lo);
+  auto [ec] = co_await second.try_acquire(with_ec);
+  BOOST_TEST(!ec, "try_acquire after the holder was destroyed: " << ec.message());
+  auto [released] = co_await second.release(with_ec);
+  BOOST_TEST(!released);
+  conn->close();
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(redis_cleanup)
@@ -183,3 +232,9 @@ BOOST_AUTO_TEST_CASE(redlock_deletes_the_keys_of_lost_sets_once_reconnected) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+BOOST_AUTO_TEST_CASE(an_extend_cancelled_while_its_reply_is_late_ends_and_keeps_the_hold) {
+  redis_test::run(&extend_cancelled_while_its_reply_is_held);
+}
+BOOST_AUTO_TEST_CASE(a_holder_destroyed_on_its_thread_frees_the_key_before_the_next_command) {
+  redis_test::run(&destroyed_holder_frees_the_key_before_the_next_command);
+}

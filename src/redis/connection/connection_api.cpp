@@ -70,12 +70,6 @@ std::size_t append_evalsha(Buffer& out, const script::data& s, std::initializer_
   return tail_offset;
 }
 
-std::size_t encoded_size(std::initializer_list<std::string_view> arguments) {
-  std::size_t size = 64;
-  for (auto a : arguments) size += a.size() + 16;
-  return size;
-}
-
 }  // namespace
 
 // Built in one buffer: header, EVALSHA, the sha1, then numkeys/keys/args.
@@ -87,24 +81,6 @@ std::pair<std::string, std::size_t> evalsha_wire(const script::data& s, const co
   std::size_t tail_offset = wire.size();
   wire += tail.body();
   return {std::move(wire), tail_offset};
-}
-
-encoded_command encode(command cmd) { return {std::move(cmd).take_encoded(), nullptr, 0}; }
-
-encoded_command encode_eval(const script& s, const command& tail) {
-  auto wire = evalsha_wire(*s.shared(), tail);
-  return {std::move(wire.first), s.shared(), wire.second};
-}
-
-// dlock's own scripts, sent once or twice per lock operation: encoded
-// straight into one buffer of the right size, as EVALSHA (the EVAL form is
-// built from it when needed).
-encoded_command encode_eval(const script& s, std::initializer_list<std::string_view> keys,
-                            std::initializer_list<std::string_view> args) {
-  encoded_command cmd{std::string(), s.shared(), 0, 1};
-  cmd.wire.reserve(encoded_size(keys) + encoded_size(args));
-  cmd.tail_offset = append_evalsha(cmd.wire, *s.shared(), keys, args);
-  return cmd;
 }
 
 void inline_command::set(std::initializer_list<std::string_view> arguments) {
@@ -176,13 +152,6 @@ void connection_access::wait_for(const std::shared_ptr<connection_impl>& c, conn
   asio::dispatch(c->executor(), [impl = c, w = std::move(w)]() mutable { impl->wait_for(std::move(w)); });
 }
 
-void connection_access::submit(connection_impl& impl, encoded_command cmd, handler_type handler) {
-  auto r = impl.make_request();
-  set_command(*r, std::move(cmd));
-  r->answer_to(std::move(handler), true);
-  impl.bind_cancellation(r);
-  impl.enqueue(std::move(r));
-}
 
 }  // namespace detail
 

@@ -46,17 +46,13 @@ inline constexpr bool speed_tricks = false;
 inline constexpr bool speed_tricks = true;
 #endif
 
-// A command already encoded, for sending one command to many connections.
+// A command already encoded (the public connection's exec and eval).
 struct encoded_command {
   std::string wire;  // EVALSHA form for a script
   std::shared_ptr<const redis::script::data> script;
   std::size_t tail_offset = 0;
   std::uint32_t replies = 1;  // more for a MULTI ... EXEC block (see request)
 };
-encoded_command encode(command cmd);
-encoded_command encode_eval(const script& s, const command& tail);
-encoded_command encode_eval(const script& s, std::initializer_list<std::string_view> keys,
-                            std::initializer_list<std::string_view> args);
 std::pair<std::string, std::size_t> evalsha_wire(const script::data& s, const command& tail);
 
 /// Room for a lock command with a key of a hundred bytes or so, inline.
@@ -90,17 +86,9 @@ clock::time_point recent_now() noexcept;
 // For dlock's own locks, which call from the connection's executor with
 // continuations that may run in place (see completion_target).
 struct connection_access {
-  static void exec(connection& c, command cmd, handler_type handler) {
-    submit(*c.impl_, encode(std::move(cmd)), std::move(handler));
-  }
-  static void eval(connection& c, const script& s, const command& tail, handler_type handler) {
-    submit(*c.impl_, encode_eval(s, tail), std::move(handler));
-  }
   // The internals, shared: a lock keeps them, not the handle, so a handle
   // destroyed first leaves it a closed connection rather than freed memory.
   static std::shared_ptr<connection_impl> impl(connection& c) { return c.impl_; }
-  // From the connection's executor, with a handler that may run in place.
-  static void submit(connection_impl& impl, encoded_command cmd, handler_type handler);
   // For Redlock's fan-outs, which abandon commands themselves (no
   // cancellation slot). `on_executor`: the caller runs on the connection's
   // executor and so does the sink, which then gets replies in place. Returns

@@ -29,11 +29,8 @@
 #include <dlock/log.hpp>
 #include <dlock/limits.hpp>
 
-#include <boost/asio/dispatch.hpp>
-#include <boost/asio/post.hpp>
 
 #include <cstdint>
-#include <limits>
 
 namespace dlock::redis::detail {
 namespace {
@@ -91,8 +88,7 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
         op_(std::move(handler)),
         machine_(acquire_policy{retry, !owner_->commands.one_server()}, schedule_for(owner_->options, wait)),
         wait_(wait),
-        in_place_(in_place),
-        pause_(owner_->executor) {}
+        in_place_(in_place) {}
 
   // Called on the initiating thread: a cancellation is forwarded to the executor.
   void bind_cancellation() {
@@ -104,6 +100,10 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
   }
 
   void start() {
+    running_ = true;
+    // Cancelled on the way here: the engine is not touched (another acquire may be under way).
+    if (cancelled_early_) return op_.complete(dlock::detail::completion::post, owner_->executor,
+                                              make_error_code(asio::error::operation_aborted));
     started_ = owner_->observed.started(machine_.policy().retry);
     if (auto refused = refusal()) return complete(refused, in_initiation);
     owner_->acquiring = true;
@@ -114,7 +114,8 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
 
   /// Step 4: the round of the current attempt was decided.
   void on_decided(acquire_attempt& attempt) {
-    if (op_.done() || &attempt != current_.get()) return;
+    if (op_.done() || &attempt != current_.lock().get()) return;
+    if (owner_->abandoned) return cancel();  // its handle is gone: nobody would release what it took
     const auto& round = attempt.round();
     bool won = attempt.won();
     if (!won && dlock::detail::log_enabled(log_level::debug))
@@ -136,9 +137,13 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
   // The deletes run on handlers of their own: the caller's cancellation never reaches them.
   void cancel() {
     if (op_.done()) return;
-    if (current_) current_->abandon();
+    if (!running_) {
+      cancelled_early_ = true;
+      return;
+    }
+    if (auto attempt = current_.lock()) attempt->abandon();
     owner_->after_cleanups = nullptr;
-    pause_.cancel();
+    owner_->retry_pause.cancel();
     act(machine_.cancel());
   }
 
@@ -147,14 +152,16 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
     if (owner_->invalid) return owner_->invalid;
     if (wait_ && (*wait_ <= milliseconds::zero() || *wait_ > dlock::max_duration)) return dlock::error::invalid_argument;
     if (owner_->every_master_closed()) return dlock::error::closed;
-    if (owner_->hold.held()) return dlock::error::already_held;
+    // One server: a lost hold is released first, which tells the loss's reason.
+    bool holding = owner_->loss_needs_release ? owner_->hold.state() != hold::phase::idle : owner_->hold.held();
+    if (holding) return dlock::error::already_held;
     if (owner_->acquiring || owner_->releasing) return dlock::error::in_progress;
     return {};
   }
 
   void act(acquire_action action) {
     if (action.what == kind::none) return;
-    auto attempt = std::move(current_);  // decided or abandoned: the next one is fresh
+    auto attempt = std::exchange(current_, {}).lock();  // decided or abandoned: the next one is fresh
     if (action.delete_attempt && attempt) owner_->release_in_background(attempt->token());  // every master
     switch (action.what) {
       case kind::wait_for_cleanups:
@@ -163,12 +170,17 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
       case kind::send_attempt:
         owner_->resend_unsettled_cleanups();  // ahead of this attempt's SETs, on the same connections
         ++attempts_;
-        current_ = std::make_shared<acquire_attempt>(owner_, shared_from_this());
-        return current_->start();
+      {
+        auto next = std::make_shared<acquire_attempt>(owner_, shared_from_this());
+        current_ = next;  // its commands keep it: an io_context destroyed with one owed leaks no cycle
+        return next->start();
+      }
       case kind::pause:
-        pause_.expires_after(action.pause);
-        return pause_.async_wait([self = shared_from_this()](error_code ec) {
-          if (!ec) self->act(self->machine_.pause_over(self->owner_->cleanups_in_flight > 0));
+        owner_->retry_pause.expires_after(action.pause);
+        return owner_->retry_pause.async_wait([self = shared_from_this()](error_code ec) {
+          if (ec) return;
+          if (self->owner_->abandoned) return self->cancel();
+          self->act(self->machine_.pause_over(self->owner_->cleanups_in_flight > 0));
         });
       case kind::complete:
         owner_->acquiring = false;
@@ -178,10 +190,12 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
   }
 
   static constexpr bool in_initiation = true;
+  // Posted from an initiation, and when the handle is gone (never inside its destructor).
   void complete(error_code ec, bool initiating = false) {
     using dlock::detail::completion;
-    auto how = initiating ? completion::post : in_place_ ? completion::in_place : completion::dispatch;
-    owner_->observed.finished(started_, ec, attempts_, owner_->hold.fencing_token());
+    bool post = initiating || owner_->abandoned;
+    auto how = post ? completion::post : in_place_ ? completion::in_place : completion::dispatch;
+    owner_->observed.finished(started_, ec, attempts_, ec ? 0 : owner_->hold.fencing_token());
     op_.complete(how, owner_->executor, ec);
   }
 
@@ -206,8 +220,9 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
   acquire_machine machine_;
   std::optional<milliseconds> wait_;
   bool in_place_;  // the handler runs on the redlock's executor
-  asio::steady_timer pause_;
-  std::shared_ptr<acquire_attempt> current_;
+  std::weak_ptr<acquire_attempt> current_;
+  bool running_ = false;          // start() ran
+  bool cancelled_early_ = false;  // cancelled before start(): start() ends it
   redlock_clock::time_point started_{};  // when observed
   std::uint32_t attempts_ = 0;
 };

@@ -5,14 +5,8 @@
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/bind_executor.hpp>
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
-#include <boost/asio/post.hpp>
-#include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
-#include <algorithm>
-#include <iterator>
 #include <utility>
 
 namespace dlock::redis::detail {
@@ -29,6 +23,7 @@ lock_engine::lock_engine(asio::any_io_executor ex, std::vector<std::shared_ptr<c
       options(o),
       observed(o.observer, masters.empty() ? nullptr : masters[0]->opts().observer, commands.key, kind),
       hold(executor, drift_of(o)),
+      retry_pause(executor),
       unsettled(masters.size()),
       deadlines(executor, o.master_timeout),
       random_(jitter_seed()) {

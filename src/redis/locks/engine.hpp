@@ -80,6 +80,14 @@ class lock_engine : public std::enable_shared_from_this<lock_engine> {
     return !masters.empty();
   }
   std::weak_ptr<void> acquire_in_progress;  // ~redlock ends it (cancel_acquire)
+  /// The handle is gone (set from its thread): an acquire gives up.
+  std::atomic<bool> abandoned{false};
+  /// One server: a lost hold must be released (which tells the reason)
+  /// before the next acquire; a Redlock's may be acquired again at once.
+  bool loss_needs_release = false;
+  /// The pause between an acquire's attempts (one acquire at a time): one
+  /// timer per lock, not one per acquire (a service lookup each).
+  asio::steady_timer retry_pause;
   /// What each master answered in the last round, formatted on demand
   /// (last_outcomes() and logs): a round only copies its small vector.
   boost::container::small_vector<master_outcome, 7> outcomes;
@@ -160,7 +168,6 @@ class fanout : public reply_sink, public std::enable_shared_from_this<fanout> {
                    std::initializer_list<std::string_view> args) {
     command_.set(s, keys, args);
   }
-  bool has_command() const noexcept { return !command_.empty(); }
   void send(std::size_t index);
   void send_to_all();
   void arm_deadline();
@@ -283,7 +290,6 @@ void start_release(std::shared_ptr<lock_engine> owner, asio::any_completion_hand
 /// hold is released in the background.
 void abandon(std::shared_ptr<lock_engine> owner);
 
-using dlock::detail::dispatch_completion;
 using dlock::detail::post_completion;
 
 }  // namespace dlock::redis::detail

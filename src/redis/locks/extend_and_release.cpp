@@ -6,7 +6,7 @@
 
 #include <dlock/limits.hpp>
 
-#include <boost/asio/post.hpp>
+#include "detail/completion.hpp"
 
 namespace dlock::redis::detail {
 namespace {
@@ -32,6 +32,14 @@ class extend_op final : public round_fanout {
         op_(std::move(handler)) {}
 
   void start() {
+    // Terminal cancellation ends the wait; the hold is left as it is (a
+    // compare-and-PEXPIRE already written may still run).
+    std::weak_ptr<fanout> weak = shared_from_this();
+    auto on_cancel = [weak](asio::cancellation_type) {
+      if (auto self = weak.lock()) static_cast<extend_op&>(*self).cancel();
+    };
+    op_.hook_cancellation(owner_->executor, on_cancel, dlock::detail::forwarding::dispatch,
+                          asio::cancellation_type::terminal);
     owner_->commands.extend(command(), owner_->hold.token(), ttl_);
     send_to_all();
     arm_deadline();
@@ -39,18 +47,24 @@ class extend_op final : public round_fanout {
 
  private:
   std::string_view round_token() const noexcept override { return owner_->hold.token(); }
+  void cancel() {
+    if (op_.done()) return;
+    abandon_pending();
+    complete(asio::error::operation_aborted);
+  }
   void decided() override {
     const auto& round = attempt_.round();
     report_.decided(round.failure(), round.start());
+    if (op_.done()) return;  // cancelled: the hold is left as it was
     if (owner_->hold.id() != hold_id_ || !owner_->hold.held())
       return complete(not_extendable(*owner_));  // released or lost meanwhile
     owner_->note_outcomes(round);
-    if (attempt_.won()) {
+    auto verdict = attempt_.extend_outcome(owner_->hold.stall_margin());
+    if (!verdict.told) {
       owner_->hold.renew(round.start(), ttl_);
       return complete(error_code{});
     }
-    auto verdict = attempt_.extend_failure();
-    owner_->hold.extension_failed(attempt_.failure());
+    owner_->hold.extension_failed(verdict.why);
     if (verdict.loses) owner_->hold.lose(verdict.told);
     complete(verdict.told);
   }
@@ -114,12 +128,22 @@ void start_release(std::shared_ptr<lock_engine> owner, handler0 h, bool in_place
   }));
 }
 
+// Marked at once, from any thread: an acquire decided before the rest runs
+// gives up as a cancelled one (its handler is posted, never run inside the
+// destructor). On the lock's own thread the delete is queued at once, ahead
+// of whatever the next lock sends on the same connection.
 void abandon(std::shared_ptr<lock_engine> owner) {
-  asio::post(owner->executor, [owner] {
-    // An acquire in progress ends (operation_aborted): nobody could release what it took.
-    cancel_acquire(*owner);
-    if (owner->hold.state() != hold::phase::idle)
-      owner->hold.end([owner](error_code) { owner->release_in_background(); });
+  owner->abandoned = true;
+  auto& executor = owner->executor;
+  dlock::detail::dispatch_here(executor, [owner = std::move(owner)] {
+    cancel_acquire(*owner);  // an acquire in progress ends: nobody could release what it took
+    if (owner->hold.state() == hold::phase::lost) return owner->hold.end();  // deleted at the loss
+    if (!owner->hold.held()) return;
+    if (!owner->options.auto_extend) {  // nothing to wait for: the delete is queued now
+      owner->hold.end();
+      return owner->release_in_background();
+    }
+    owner->hold.end([owner](error_code) { owner->release_in_background(); });  // after an extension in flight
   });
 }
 

@@ -87,11 +87,6 @@ std::chrono::milliseconds hold::stall_margin() const noexcept {
   return std::chrono::ceil<std::chrono::milliseconds>(stall_->margin());
 }
 
-std::chrono::milliseconds hold::validity_if_begun(steady_time sent, std::chrono::milliseconds ttl,
-                                                  steady_time now) const noexcept {
-  return validity_left(detail::valid_until(sent, ttl, drift_), now) - stall_margin();
-}
-
 // The monitor calls on its executor; the hold is looked at on its own.
 void hold::subscribe_to_stalls() {
   if (!stall_) return;

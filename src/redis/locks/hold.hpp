@@ -66,15 +66,9 @@ class hold {
   bool held_and_valid() const noexcept { return held() && validity() > std::chrono::milliseconds(0); }
   /// The validity left now (zero unless held). Any thread.
   std::chrono::milliseconds validity() const noexcept;
-  /// What a hold begun now from commands sent at `sent` with `ttl` would
-  /// have left (signed: zero or less once it ran out before it began), less
-  /// the stall margin, as validity() counts it: an acquire decides with it.
-  std::chrono::milliseconds validity_if_begun(steady_time sent, std::chrono::milliseconds ttl,
-                                              steady_time now) const noexcept;
   /// The lateness the stall monitor saw lately (zero without one).
   std::chrono::milliseconds stall_margin() const noexcept;
   steady_time valid_until() const noexcept { return valid_until_.load(); }
-  steady_time acquired() const noexcept { return acquired_; }
   const std::string& token() const noexcept { return token_; }
   /// The fencing token while held, else 0. Any thread.
   std::int64_t fencing_token() const noexcept { return held() ? fencing_token_.load() : 0; }

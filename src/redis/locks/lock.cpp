@@ -27,6 +27,7 @@ std::shared_ptr<lock_engine> one_server_engine(connection& conn, hold_commands c
   auto engine = std::make_shared<lock_engine>(std::move(executor), std::vector{std::move(impl)},
                                               std::move(commands), engine_options(o), kind);
   engine->invalid = invalid;
+  engine->loss_needs_release = true;
   engine->attach_hold();
   return engine;
 }

@@ -6,11 +6,9 @@
 
 #include <dlock/limits.hpp>
 #include <dlock/log.hpp>
-#include "redis/locks/token.hpp"
 
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/system/system_error.hpp>
 
 #include <optional>
 

@@ -3,7 +3,6 @@
 #include "redis/locks/algorithm/replies.hpp"
 #include "redis/locks/hold_commands.hpp"
 
-#include <limits>
 
 namespace dlock::redis::detail {
 
@@ -26,10 +25,12 @@ bool redlock_attempt::may_have_landed() const noexcept {
   return commands_->attempt_may_have_landed(transport_error_, failure());
 }
 
-redlock_attempt::extend_verdict redlock_attempt::extend_failure() const {
-  if (!commands_->one_server()) return {make_error_code(dlock::error::lost), true};
-  auto why = failure();
-  return {why, why == dlock::error::not_owned || why == dlock::error::expired};
+redlock_attempt::extend_verdict redlock_attempt::extend_outcome(std::chrono::milliseconds stall_margin) const {
+  bool in_time = round_.validity_at_decision() - stall_margin > std::chrono::milliseconds::zero();
+  if (won() && in_time) return {};
+  auto why = won() ? make_error_code(dlock::error::expired) : failure();
+  if (!commands_->one_server()) return {make_error_code(dlock::error::lost), why, true};
+  return {why, why, why == dlock::error::not_owned || why == dlock::error::expired};
 }
 
 redlock_attempt::reaction redlock_attempt::on_answer(std::size_t index, error_code ec, const reply& answer,

@@ -67,15 +67,18 @@ class redlock_attempt {
   /// Redlock cleans every master up; one server only when its answer leaves
   /// doubt (a plain SET refused with an error did nothing).
   bool may_have_landed() const noexcept;
-  /// An extension not won: what its caller is told, and whether the hold is
-  /// lost. A Redlock's is (`lost`); one server's when its key is gone or the
-  /// answer came too late (`not_owned`, `expired`), not when it merely
-  /// failed to answer (the hold runs on to its validity).
+  /// An extension decided: empty `told` renews the hold (its yes came with
+  /// validity left beyond `stall_margin`). Otherwise what its caller is
+  /// told, why (for the observer), and whether the hold is lost: a Redlock's
+  /// is (`lost`); one server's when its key is gone or the answer came too
+  /// late (`not_owned`, `expired`), not when it merely failed to answer
+  /// (the hold runs on to its validity).
   struct extend_verdict {
     error_code told;
+    error_code why;
     bool loses = false;
   };
-  extend_verdict extend_failure() const;
+  extend_verdict extend_outcome(std::chrono::milliseconds stall_margin) const;
 
  private:
   redlock_round round_;
