@@ -29,8 +29,8 @@ namespace dlock::redis {
 /// else a redis::error or connection error (the backend failed). An acquire
 /// whose SET may have run unseen (timed out, cancelled, connection lost,
 /// protocol error) is undone by a compare-and-delete of its token; if the
-/// connection was down, that delete is sent again once it is back, until the
-/// TTL has passed.
+/// connection was down, that delete is sent again once it is back (while
+/// this lock object lives), until the TTL has passed.
 ///
 /// One operation at a time: acquire() or try_acquire() while an acquire or
 /// a release of this object is still running fails at once with

@@ -64,7 +64,7 @@ using semaphore_options = lock_options;
 /// connection error (`wrong_type` when the key holds something else). An
 /// attempt whose script may have run unseen (timed out, cancelled,
 /// connection lost) is undone by the release script for its token, sent again once the
-/// connection is back, until its TTL has passed; no attempt of this object is
+/// connection is back (while this object lives), until its TTL has passed; no attempt of this object is
 /// sent while that undo is in flight.
 ///
 /// Movable (construction only); a moved-from semaphore may only be destroyed.
