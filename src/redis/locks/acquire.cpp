@@ -90,13 +90,16 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
         wait_(wait),
         in_place_(in_place) {}
 
-  // Called on the initiating thread: a cancellation is forwarded to the executor.
+  // Called on the initiating thread: a cancellation is posted to the
+  // executor, never run inside the emitter (cancel_after's timer: the
+  // caller's handler would complete inside it, and the emitter's own state
+  // be destroyed while it emits).
   void bind_cancellation() {
     auto any = asio::cancellation_type::terminal | asio::cancellation_type::partial | asio::cancellation_type::total;
     auto on_cancel = [weak = weak_from_this()](asio::cancellation_type) {
       if (auto self = weak.lock()) self->cancel();
     };
-    op_.hook_cancellation(owner_->executor, on_cancel, dlock::detail::forwarding::dispatch, any);
+    op_.hook_cancellation(owner_->executor, on_cancel, dlock::detail::forwarding::post, any);
   }
 
   void start() {

@@ -38,7 +38,8 @@ class extend_op final : public round_fanout {
     auto on_cancel = [weak](asio::cancellation_type) {
       if (auto self = weak.lock()) static_cast<extend_op&>(*self).cancel();
     };
-    op_.hook_cancellation(owner_->executor, on_cancel, dlock::detail::forwarding::dispatch,
+    // Posted, never run inside the emitter (see acquire.cpp).
+    op_.hook_cancellation(owner_->executor, on_cancel, dlock::detail::forwarding::post,
                           asio::cancellation_type::terminal);
     owner_->commands.extend(command(), owner_->hold.token(), ttl_);
     send_to_all();
