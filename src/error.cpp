@@ -32,6 +32,8 @@ class category final : public boost::system::error_category {
                "has written since, so this holder's lock had expired";
       case error::stalled:
         return "the event loop stalled for longer than the hold's margin: the lock may have expired meanwhile";
+      case error::failed_over:
+        return "the Redis master the lock was granted on failed over: the new master may not have the key";
     }
     return "unknown dlock error " + std::to_string(value);
   }

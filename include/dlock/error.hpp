@@ -33,6 +33,9 @@ enum class error {
                          ///< resource has already seen: a later holder has written since
   stalled,               ///< the event loop stalled long enough that the hold cannot be
                          ///< trusted any more (see dlock::stall_monitor)
+  failed_over,           ///< the Redis master the lock was granted on was replaced by a
+                         ///< replica (a failover), which may not have the key: the
+                         ///< hold cannot be trusted any more
 };
 
 /// The category of `dlock::error` (name "dlock").

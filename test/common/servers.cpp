@@ -29,17 +29,26 @@ int port_base() {
   return base ? std::atoi(base) : 21000;
 }
 
+std::vector<endpoint> endpoints(const char* variable) {
+  std::vector<endpoint> out;
+  std::stringstream list(required_env(variable));
+  for (std::string item; std::getline(list, item, ',');) out.push_back(parse_endpoint(item));
+  return out;
+}
+
 }  // namespace
 
 std::string zk_hosts() { return required_env("DLOCK_ZK_HOSTS"); }
 std::string zk_ensemble() { return required_env("DLOCK_ZK_ENSEMBLE"); }
 
-std::vector<endpoint> redis_masters() {
-  std::vector<endpoint> out;
-  std::stringstream list(required_env("DLOCK_REDIS_MASTERS"));
-  for (std::string item; std::getline(list, item, ',');) out.push_back(parse_endpoint(item));
-  return out;
-}
+std::vector<endpoint> redis_masters() { return endpoints("DLOCK_REDIS_MASTERS"); }
+
+std::vector<endpoint> sentinels() { return endpoints("DLOCK_SENTINELS"); }
+std::vector<endpoint> sentinel_nodes() { return endpoints("DLOCK_SENTINEL_NODES"); }
+
+std::string sentinel_master_name() { return required_env("DLOCK_SENTINEL_MASTER"); }
+
+std::string sentinel_node_name(std::uint16_t port) { return "sredis" + std::to_string(port - port_base() - 50); }
 
 std::string zk_member_name(std::uint16_t port) {
   return "zk" + std::to_string(port - port_base() - 10);

@@ -20,6 +20,15 @@ std::string zk_ensemble();
 /// DLOCK_REDIS_MASTERS: five independent redis masters.
 std::vector<endpoint> redis_masters();
 
+/// DLOCK_SENTINELS: the Sentinel set's three sentinels.
+std::vector<endpoint> sentinels();
+/// DLOCK_SENTINEL_NODES: the Sentinel set's three data nodes (one master, two replicas).
+std::vector<endpoint> sentinel_nodes();
+/// DLOCK_SENTINEL_MASTER: the name they monitor the master under.
+std::string sentinel_master_name();
+/// Name used by scripts/servers for the Sentinel set's data node on `port` ("sredis1".."sredis3").
+std::string sentinel_node_name(std::uint16_t port);
+
 /// Name used by scripts/servers for the ensemble member listening on `port`
 /// ("zk1".."zk3"), or for the redis master at `index` ("redis1".."redis5").
 std::string zk_member_name(std::uint16_t port);

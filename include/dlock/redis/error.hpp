@@ -26,6 +26,15 @@ enum class error {
   /// after it were already sent, so running it now would run it after them.
   /// Nothing was done; issue it again (it then goes as EVAL).
   script_not_run,
+
+  /// READONLY: the server is a replica now (a failover demoted it).
+  read_only,
+  /// Sentinel discovery: no sentinel answered.
+  sentinels_unreachable,
+  /// Sentinel discovery: the sentinels that answered monitor no master by that name.
+  master_unknown,
+  /// Sentinel discovery: the server the sentinels named is not a master (yet, or any more).
+  not_master,
 };
 
 /// The category of `redis::error` (name "dlock.redis").

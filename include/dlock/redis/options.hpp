@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace dlock::redis {
 
@@ -33,6 +34,33 @@ struct tls_options {
   /// False accepts any certificate: anyone in the path can then pose as the
   /// server. For tests only.
   bool verify_peer = true;
+};
+
+/// A server's name or address and its port.
+struct server_address {
+  std::string host;        ///< name or address
+  std::uint16_t port = 0;  ///< its port
+};
+
+/// Sentinel discovery: the master is whichever server the sentinels name,
+/// and follows their failovers. Off while `master_name` is empty.
+///
+/// The connection asks the sentinels in turn (`SENTINEL
+/// GET-MASTER-ADDR-BY-NAME`), checks that the server they name says it is a
+/// master (`INFO replication`), and stays subscribed to `+switch-master` on
+/// the sentinel that answered. A failover (that message, a reconnect that
+/// finds another replication history, or a `READONLY` answer) ends the
+/// session and every lock held on the old master is lost with
+/// dlock::error::failed_over before any command reaches the new one.
+struct sentinel_options {
+  /// The sentinels to ask, in order (the one that answered last is asked first).
+  std::vector<server_address> sentinels;
+  /// The name the sentinels monitor the master under.
+  std::string master_name;
+  /// AUTH for the sentinels (as `options::username`); empty: none.
+  std::string username;
+  std::string password;  ///< AUTH password for the sentinels; empty: no AUTH
+  tls_options tls;       ///< TLS to the sentinels (the master's is `options::tls`)
 };
 
 /// How a `redis::connection` reaches its server and what it sends first.
@@ -74,6 +102,9 @@ struct options {
   /// lateness it saw as a margin, and a stall that leaves it less validity than
   /// the stall lasted loses it (dlock/stall_monitor.hpp). None by default.
   std::shared_ptr<dlock::stall_monitor> stall{};
+  /// Sentinel discovery: with a `master_name`, `host` and `port` are not
+  /// used; the sentinels name the master. Off by default.
+  sentinel_options sentinel;
 };
 
 }  // namespace dlock::redis

@@ -4,6 +4,8 @@
 // session around it is in connection_session.cpp.
 #include "redis/connection/connection_impl.hpp"
 
+#include "redis/connection/sentinel.hpp"
+
 #include "detail/completion.hpp"
 
 #include <dlock/error.hpp>
@@ -321,14 +323,21 @@ error_code connection_impl::hand_out_replies(std::uint64_t session) {
 }
 
 void connection_impl::hand_out(reply&& r) {
+  if (push_listener_ && is_message(r)) [[unlikely]]
+    return push_listener_(r);
   auto answer = mux_.on_reply(r);
   switch (answer.what) {
     case multiplexer::answer::kind::unexpected: return lose(error::protocol_error);
     case multiplexer::answer::kind::resend: return schedule_write();
     case multiplexer::answer::kind::more: return;
-    case multiplexer::answer::kind::complete:
+    case multiplexer::answer::kind::complete: {
+      bool demoted = answer.ec == error::read_only;
       complete(*answer.request, answer.ec, std::move(r), completion::dispatch);
-      [[fallthrough]];
+      mux_.recycle(std::move(answer.request));
+      if (demoted) [[unlikely]]
+        perform(life_.on_read_only());
+      return;
+    }
     case multiplexer::answer::kind::drop: mux_.recycle(std::move(answer.request));
   }
 }

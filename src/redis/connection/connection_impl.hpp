@@ -19,6 +19,7 @@
 
 #include <array>
 #include <chrono>
+#include <functional>
 #include <initializer_list>
 #include <list>
 #include <memory>
@@ -35,6 +36,16 @@ class stream;
 namespace dlock::redis::detail {
 
 using tls_stream = asio::ssl::stream<asio::ip::tcp::socket&>;
+class sentinel_watch;
+
+/// Told when the connection's master changed (a failover): the locks
+/// granted on the old master are lost. Called on the connection's
+/// executor, before any command reaches the new master.
+class master_watcher {
+ public:
+  virtual ~master_watcher() = default;
+  virtual void on_master_changed(std::uint64_t epoch) = 0;
+};
 
 /// The connection's speed tricks, on unless built with
 /// -DDLOCK_SPEED_TRICKS=OFF: writes left with another connection's reply
@@ -118,6 +129,10 @@ inline std::string_view options_invalid_reason(const options& o) noexcept {
   if (o.reconnect && o.reconnect_min <= std::chrono::milliseconds::zero())
     return "reconnect_min must be positive (reconnecting would spin)";
   if (o.reconnect && o.reconnect_max < o.reconnect_min) return "reconnect_max must not be below reconnect_min";
+  if (!o.sentinel.master_name.empty() && o.sentinel.sentinels.empty())
+    return "sentinel.sentinels must name at least one sentinel";
+  for (const auto& s : o.sentinel.sentinels)
+    if (s.host.empty() || s.port == 0) return "every sentinel needs a host and a port";
   return {};
 }
 
@@ -162,6 +177,19 @@ class connection_impl : public reply_sink, public std::enable_shared_from_this<c
   }
   void close();
 
+  // ---- the master, and failovers ----
+  /// Grows each time the master changed; a lock granted under one epoch is
+  /// lost when it grows.
+  std::uint64_t master_epoch() const noexcept { return life_.master_epoch(); }
+  /// Adds a watcher (kept weakly, for as long as it lives).
+  void watch_master(std::weak_ptr<master_watcher> w);
+  const server_address& current_master() const noexcept { return life_.address(); }
+  // From the sentinel watch.
+  void sentinel_discovered(std::uint64_t attempt, error_code ec, const server_address& master);
+  void sentinel_switched(const server_address& master);
+  /// For a connection subscribed to a channel: its messages go to `listener`.
+  void set_push_listener(std::function<void(const reply&)> listener) { push_listener_ = std::move(listener); }
+
   // The greeting's replies (the connection is their sink; the index is the attempt).
   const asio::any_io_executor& sink_executor() const noexcept override { return executor_; }
   void on_reply(std::size_t attempt, error_code ec, const reply& answer) override;
@@ -195,6 +223,7 @@ class connection_impl : public reply_sink, public std::enable_shared_from_this<c
   // the session (connection_session.cpp)
   void perform(lifecycle::action a);
   void begin_attempt();
+  void resolve();
   void arm_connect_timer();
   void start_connect();
   error_code prepare_socket();
@@ -205,6 +234,7 @@ class connection_impl : public reply_sink, public std::enable_shared_from_this<c
   void publish(error_code why = {});  // `why`: what dropped the connection
   void complete_waiter(std::list<waiter_ptr>::iterator it, error_code ec);
   void notify_connect(error_code ec);
+  void announce_master_change();
 
   asio::any_io_executor executor_;
   options opts_;
@@ -233,6 +263,9 @@ class connection_impl : public reply_sink, public std::enable_shared_from_this<c
   // out replies: written when the hand-out ends (reused).
   std::vector<std::pair<std::shared_ptr<connection_impl>, std::uint64_t>> deferred_writes_;
   void write_deferred();
+  std::shared_ptr<sentinel_watch> sentinel_;  // with Sentinel discovery
+  std::vector<std::weak_ptr<master_watcher>> master_watchers_;
+  std::function<void(const reply&)> push_listener_;  // a sentinel link's subscription
 };
 
 }  // namespace dlock::redis::detail

@@ -4,6 +4,8 @@
 // event and perform() does what it returns.
 #include "redis/connection/connection_impl.hpp"
 
+#include "redis/connection/sentinel_watch.hpp"
+
 #include "detail/completion.hpp"
 
 #include <dlock/error.hpp>
@@ -76,9 +78,16 @@ void connection_impl::connect(waiter_ptr w) {
 // ---- performing the lifecycle's actions ----
 
 void connection_impl::perform(lifecycle::action a) {
+  if (a.master_changed) announce_master_change();
   switch (a.what) {
     case kind::none: return;
-    case kind::resolve: return begin_attempt();
+    case kind::discover:
+      begin_attempt();
+      if (!sentinel_) sentinel_ = std::make_shared<sentinel_watch>(executor_, opts_, weak_from_this());
+      return sentinel_->discover(life_.attempt());
+    case kind::resolve:
+      if (a.begins_attempt) begin_attempt();
+      return resolve();
     case kind::connect: return start_connect();
     case kind::tls_handshake: return start_tls();
     case kind::greet:
@@ -100,6 +109,9 @@ void connection_impl::perform(lifecycle::action a) {
       dlock::detail::log(dlock::log_level::warning, "dlock.redis: connection lost, reconnecting");
       tear_down(error::connection_lost);
       return after_failure(a);
+    case kind::retry_now:
+      backoff_timer_.cancel();
+      return perform(life_.on_backoff_done());
   }
 }
 
@@ -115,20 +127,24 @@ void connection_impl::after_failure(const lifecycle::action& a) {
 void connection_impl::begin_attempt() {
   publish();  // connecting
   arm_connect_timer();
+}
+
+void connection_impl::resolve() {
+  const auto& target = life_.address();
   // An address needs no lookup. Asio's resolver works on a thread of its
   // own, which a program that names no host should not get: dlock promises
   // no extra threads, and in a process that ever had two, glibc makes every
   // shared_ptr count an atomic (locked) instruction.
   error_code not_an_address;
-  auto address = asio::ip::make_address(opts_.host, not_an_address);
+  auto address = asio::ip::make_address(target.host, not_an_address);
   if (!not_an_address) {
-    endpoints_.assign(1, asio::ip::tcp::endpoint(address, opts_.port));
+    endpoints_.assign(1, asio::ip::tcp::endpoint(address, target.port));
     asio::post(executor_, [self = shared_from_this(), attempt = life_.attempt()] {
       self->perform(self->life_.on_resolved(attempt, error_code()));
     });
     return;
   }
-  resolver_.async_resolve(opts_.host, std::to_string(opts_.port),
+  resolver_.async_resolve(target.host, std::to_string(target.port),
                           [self = shared_from_this(), attempt = life_.attempt()](
                               error_code ec, asio::ip::tcp::resolver::results_type endpoints) {
                             self->endpoints_.assign(endpoints.begin(), endpoints.end());
@@ -169,7 +185,7 @@ void connection_impl::start_tls() {
   // Held by the handshake too: a teardown may drop tls_ meanwhile.
   auto stream = std::make_shared<tls_stream>(socket_, *tls_context_);
   tls_ = stream;
-  const std::string& name = opts_.tls.server_name.empty() ? opts_.host : opts_.tls.server_name;
+  const std::string& name = opts_.tls.server_name.empty() ? life_.address().host : opts_.tls.server_name;
   if (opts_.tls.verify_peer) stream->set_verify_callback(asio::ssl::host_name_verification(name));
   error_code not_an_address;
   asio::ip::make_address(name, not_an_address);
@@ -199,11 +215,39 @@ void connection_impl::send_greeting(std::size_t index) {
 void connection_impl::on_reply(std::size_t attempt, error_code ec, const reply& answer) {
   if (ec && answer.is_error())
     dlock::detail::log(dlock::log_level::error, "dlock.redis: handshake refused: " + std::string(answer.string()));
-  perform(life_.on_greeting_reply(attempt, ec));
+  perform(life_.on_greeting_reply(attempt, ec, answer));
+}
+
+// ---- the master, and failovers ----
+
+void connection_impl::sentinel_discovered(std::uint64_t attempt, error_code ec, const server_address& master) {
+  if (ec) dlock::detail::log(dlock::log_level::error, "dlock.redis: sentinel discovery failed: " + ec.message());
+  perform(life_.on_discovered(attempt, ec, master));
+}
+
+void connection_impl::sentinel_switched(const server_address& master) {
+  dlock::detail::log(dlock::log_level::warning,
+                     "dlock.redis: failover: the master is now " + master.host + ':' + std::to_string(master.port));
+  perform(life_.on_switch_master(master));
+}
+
+void connection_impl::watch_master(std::weak_ptr<master_watcher> w) {
+  std::erase_if(master_watchers_, [](const auto& known) { return known.expired(); });
+  master_watchers_.push_back(std::move(w));
+}
+
+// Before the session ends (or, at a reconnect, before it is up): the locks
+// learn of it before any command of theirs can reach the new master.
+void connection_impl::announce_master_change() {
+  auto epoch = life_.master_epoch();
+  auto watchers = master_watchers_;  // a watcher may add or leave
+  for (auto& weak : watchers)
+    if (auto watcher = weak.lock()) watcher->on_master_changed(epoch);
 }
 
 void connection_impl::close() {
   if (!life_.close()) return;
+  if (sentinel_) sentinel_->close();
   tear_down(dlock::error::closed);
   resolver_.cancel();
   deadline_timer_.cancel();
@@ -250,7 +294,7 @@ void connection_impl::complete_waiter(std::list<waiter_ptr>::iterator it, error_
 void connection_impl::publish(error_code why) {
   auto previous = std::exchange(state_, life_.state());
   if (opts_.observer && state_ != previous) {
-    auto server = opts_.host + ':' + std::to_string(opts_.port);
+    auto server = life_.address().host + ':' + std::to_string(life_.address().port);
     auto reconnects = stats_.connects > 0 ? stats_.connects - 1 : 0;
     opts_.observer->on_redis_connection({server, state_, why, reconnects});
   }

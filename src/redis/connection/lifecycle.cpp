@@ -1,5 +1,7 @@
 #include "redis/connection/lifecycle.hpp"
 
+#include "redis/connection/sentinel.hpp"
+
 #include <dlock/error.hpp>
 
 #include <algorithm>
@@ -25,11 +27,14 @@ std::vector<command> greeting(const options& o) {
     setname.arg(std::string_view("CLIENT")).arg(std::string_view("SETNAME")).arg(o.client_name);
     out.push_back(std::move(setname));
   }
+  if (!o.sentinel.master_name.empty()) out.push_back(command{"INFO", "replication"});
   return out;
 }
 
 lifecycle::lifecycle(const options& o, std::uint32_t seed)
-    : tls_(o.tls.enabled),
+    : address_{o.host, o.port},
+      sentinel_(!o.sentinel.master_name.empty()),
+      tls_(o.tls.enabled),
       reconnect_(o.reconnect),
       reconnect_min_(o.reconnect_min),
       reconnect_max_(o.reconnect_max),
@@ -50,8 +55,8 @@ connection_state lifecycle::state() const noexcept {
 
 bool lifecycle::attempting(std::uint64_t attempt) const noexcept {
   if (attempt != attempt_) return false;
-  return phase_ == phase::resolving || phase_ == phase::connecting || phase_ == phase::tls_handshake ||
-         phase_ == phase::greeting;
+  return phase_ == phase::discovering || phase_ == phase::resolving || phase_ == phase::connecting ||
+         phase_ == phase::tls_handshake || phase_ == phase::greeting;
 }
 
 namespace {
@@ -72,9 +77,25 @@ lifecycle::action lifecycle::start() {
   return on_backoff_done();
 }
 
+// With Sentinel, every attempt asks where the master is, unless a sentinel
+// has just announced it.
 lifecycle::action lifecycle::on_backoff_done() {
   if (phase_ != phase::backoff) return {};
   ++attempt_;
+  if (sentinel_ && !std::exchange(switched_, false)) {
+    phase_ = phase::discovering;
+    return act(action::kind::discover);
+  }
+  phase_ = phase::resolving;
+  action resolve = act(action::kind::resolve);
+  resolve.begins_attempt = true;
+  return resolve;
+}
+
+lifecycle::action lifecycle::on_discovered(std::uint64_t attempt, error_code ec, const server_address& master) {
+  if (!at(phase::discovering, attempt)) return {};
+  if (ec) return fail(action::kind::attempt_failed, ec);
+  address_ = master;
   phase_ = phase::resolving;
   return act(action::kind::resolve);
 }
@@ -122,11 +143,28 @@ lifecycle::action lifecycle::greet_next() {
 
 // A refusal (wrong password, no such database) fails the attempt with the
 // server's error, as a socket error would.
-lifecycle::action lifecycle::on_greeting_reply(std::uint64_t attempt, error_code ec) {
+lifecycle::action lifecycle::on_greeting_reply(std::uint64_t attempt, error_code ec, const reply& answer) {
   if (!at(phase::greeting, attempt)) return {};
   if (ec) return fail(action::kind::attempt_failed, ec);
+  if (sentinel_ && greeted_ + 1 == greeting_.size()) return check_role(answer);
   ++greeted_;
   return greet_next();
+}
+
+// The greeting's INFO replication: the sentinels may name a server that is
+// no master yet (or any more); one whose history is not the last master's
+// is a new master, whatever its address (a promoted replica, or a master
+// restarted without its data).
+lifecycle::action lifecycle::check_role(const reply& info) {
+  auto role = replication_of(info.string());
+  if (!role.master) return fail(action::kind::attempt_failed, error::not_master);
+  bool changed = !replid_.empty() && role.replid != replid_;
+  replid_ = std::move(role.replid);
+  if (changed) new_master();
+  ++greeted_;
+  action next = greet_next();
+  next.master_changed = changed;
+  return next;
 }
 
 lifecycle::action lifecycle::on_connect_timeout(std::uint64_t attempt) {
@@ -142,6 +180,33 @@ lifecycle::action lifecycle::on_lost(error_code why) {
   if (phase_ != phase::greeting) return {};
   return fail(action::kind::attempt_failed,
               why == error::timed_out ? error_code(error::timed_out) : error_code(error::connection_lost));
+}
+
+// ---- a failover ----
+
+lifecycle::action lifecycle::on_switch_master(const server_address& master) {
+  if (phase_ == phase::idle || phase_ == phase::closed) return {};
+  address_ = master;
+  switched_ = true;
+  new_master();
+  // The new master is known: no reason to wait.
+  action a = act(reconnect_ ? action::kind::retry_now : action::kind::none);
+  if (phase_ == phase::connected) a = fail(action::kind::lost, dlock::error::failed_over);
+  else if (phase_ != phase::backoff) a = fail(action::kind::attempt_failed, dlock::error::failed_over);
+  a.backoff = duration::zero();
+  a.master_changed = true;
+  return a;
+}
+
+// Without Sentinel there is nowhere else to go: the locks are lost, the
+// session stays (a replica still answers reads).
+lifecycle::action lifecycle::on_read_only() {
+  if (phase_ != phase::connected) return {};
+  new_master();
+  action a;
+  if (sentinel_) a = fail(action::kind::lost, error::read_only);
+  a.master_changed = true;
+  return a;
 }
 
 bool lifecycle::close() noexcept {

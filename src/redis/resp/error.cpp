@@ -22,6 +22,10 @@ class category final : public boost::system::error_category {
       case error::script_not_run:
         return "the script was not run: the server's script cache was flushed and later commands were already "
                "sent (issue it again)";
+      case error::read_only: return "READONLY: the server is a replica now (a failover demoted it)";
+      case error::sentinels_unreachable: return "no sentinel answered";
+      case error::master_unknown: return "the sentinels monitor no master by that name";
+      case error::not_master: return "the server the sentinels named is not a master";
     }
     return "unknown dlock.redis error " + std::to_string(value);
   }

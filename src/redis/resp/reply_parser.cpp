@@ -102,6 +102,7 @@ error classify_error(std::string_view m) noexcept {
     return error::auth_failed;
   if (starts_with(m, "BUSY") || starts_with(m, "LOADING") || starts_with(m, "MASTERDOWN"))
     return error::busy;
+  if (starts_with(m, "READONLY")) return error::read_only;
   return error::server_error;
 }
 
