@@ -16,6 +16,7 @@ constexpr auto with_error = asio::as_tuple(asio::deferred);
 
 std::string address_text(const redis::connection& connection) {
   const auto& o = connection.get_options();
+  if (!o.sentinel.master_name.empty()) return "the master '" + o.sentinel.master_name + "' (Sentinel)";
   return o.host + ":" + std::to_string(o.port);
 }
 
@@ -61,10 +62,11 @@ asio::awaitable<void> close_zk(zk::client& client) {
 std::vector<std::shared_ptr<redis::connection>> make_redis_connections(asio::any_io_executor executor,
                                                                        const redis_settings& settings) {
   std::vector<std::shared_ptr<redis::connection>> connections;
-  for (const auto& master : settings.masters) {
+  auto add = [&](const std::string& host, std::uint16_t port) {
     redis::options options;
-    options.host = master.host;
-    options.port = master.port;
+    options.host = host;
+    options.port = port;
+    options.sentinel = settings.sentinel;
     options.connect_timeout = settings.connect_timeout;
     options.username = settings.username;
     options.password = settings.password;
@@ -72,7 +74,9 @@ std::vector<std::shared_ptr<redis::connection>> make_redis_connections(asio::any
     auto connection = std::make_shared<redis::connection>(executor, options);
     keep_until_drained(connection);
     connections.push_back(std::move(connection));
-  }
+  };
+  if (!settings.sentinel.master_name.empty()) add("127.0.0.1", 6379);  // not used: the sentinels say
+  for (const auto& master : settings.masters) add(master.host, master.port);
   return connections;
 }
 

@@ -28,13 +28,16 @@ struct zk_settings {
   std::optional<digest_identity> auth;
 };
 
-/// How to reach Redis: one server, or Redlock's masters (all alike).
+/// How to reach Redis: one server, Redlock's masters (all alike), or the
+/// master Sentinel names.
 struct redis_settings {
   std::vector<host_port> masters;
   std::chrono::milliseconds connect_timeout = redis::options{}.connect_timeout;
   std::string username;  ///< empty: the default user
   std::string password;  ///< empty: no AUTH
   redis::tls_options tls;
+  /// With a master name: `masters` is empty, the sentinels name the master.
+  redis::sentinel_options sentinel;
 };
 
 /// A ZooKeeper client for `settings` (not connected yet), kept alive until

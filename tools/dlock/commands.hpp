@@ -22,7 +22,7 @@ int queue_command(const std::vector<std::string>& args);
 
 inline constexpr subcommand subcommands[] = {
     {"lock",
-     "dlock lock (--zk HOSTS PATH [--shared] | --redis HOST:PORT[,HOST:PORT...] KEY [--ttl D]) "
+     "dlock lock (--zk HOSTS PATH [--shared] | (--redis HOST:PORT[,HOST:PORT...] | --sentinel HOST:PORT[,...] --master-name NAME) KEY [--ttl D]) "
      "[--timeout D] [--connect-timeout D] [--grace D] [AUTH/TLS OPTIONS] -- CMD [ARGS...]",
      "run CMD while holding a ZooKeeper or Redis lock", &lock_command},
     {"elect", "dlock elect --zk HOSTS PATH [--id ID] [--timeout D] [--connect-timeout D] [--grace D] -- CMD [ARGS...]",

@@ -49,6 +49,9 @@ po::options_description lock_options() {
       ("zk", po::value<std::string>(), "ZooKeeper servers \"host:port,...[/chroot]\"; the lock is PATH")
       ("redis", po::value<std::string>(), "one Redis server (a single-instance lock) or several masters "
                                           "(Redlock), HOST:PORT[,HOST:PORT...]; the lock is KEY")
+      ("sentinel", po::value<std::string>(), "instead of --redis: the sentinels HOST:PORT[,...] that name the "
+                                             "master (with --master-name); a failover loses the lock (status 121)")
+      ("master-name", po::value<std::string>(), "Sentinel: the name the sentinels monitor the master under")
       ("shared", "ZooKeeper: take the read side of the read/write lock at PATH")
       ("permits", po::value<long long>(), "hold one lease of a semaphore of N at PATH (ZooKeeper, Curator's "
                                           "InterProcessSemaphoreV2) or KEY (one Redis server): up to N commands run at once")
@@ -71,7 +74,13 @@ lock_settings settings_from(const parsed_arguments& parsed) {
   lock_settings s;
   auto zk = string_option(values, "zk");
   auto redis = string_option(values, "redis");
-  if (zk.has_value() == redis.has_value()) throw usage_error("give exactly one of --zk and --redis");
+  auto sentinel = string_option(values, "sentinel");
+  if (int(zk.has_value()) + int(redis.has_value()) + int(sentinel.has_value()) != 1)
+    throw usage_error("give exactly one of --zk, --redis and --sentinel");
+  if (sentinel.has_value() != (values.count("master-name") > 0))
+    throw usage_error("--sentinel and --master-name go together");
+  if (!sentinel && (values.count("sentinel-user") || values.count("sentinel-password-file")))
+    throw usage_error("--sentinel-user and --sentinel-password-file are for --sentinel");
   s.hold.name = required_string(values, "name", zk ? "missing the lock's PATH" : "missing the lock's KEY");
   s.hold.command = parsed.command;
   s.hold.timeout = duration_option(values, "timeout");
@@ -90,11 +99,15 @@ lock_settings settings_from(const parsed_arguments& parsed) {
     if (!values["ttl"].defaulted()) throw usage_error("--ttl is for --redis");
     s.zk = zk_settings_from(values, *zk, *duration_option(values, "session-timeout"));
   } else {
-    auto addresses = parse_host_list(*redis);
-    if (!addresses) throw usage_error("--redis: '" + *redis + "' is not HOST:PORT[,HOST:PORT...] with each master once");
+    const auto& list = redis ? *redis : *sentinel;
+    auto addresses = parse_host_list(list);
+    if (!addresses)
+      throw usage_error((redis ? "--redis: '" : "--sentinel: '") + list +
+                        "' is not HOST:PORT[,HOST:PORT...] with each server once");
     if (s.shared) throw usage_error("--shared is for --zk");
-    if (s.permits && addresses->size() != 1) throw usage_error("--permits takes one Redis server");
-    s.redis = redis_settings_from(values, std::move(*addresses));
+    if (redis && s.permits && addresses->size() != 1) throw usage_error("--permits takes one Redis server");
+    if (redis) s.redis = redis_settings_from(values, std::move(*addresses));
+    else s.redis = sentinel_settings_from(values, std::move(*addresses), required_string(values, "master-name", "--master-name: empty"));
     s.ttl = *duration_option(values, "ttl");
     if (s.ttl.count() == 0) throw usage_error("--ttl must be more than 0");
   }

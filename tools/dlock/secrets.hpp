@@ -11,6 +11,7 @@ namespace dlock::cli {
 
 /// The Redis AUTH password (like redis-cli's REDISCLI_AUTH).
 inline constexpr const char* redis_password_variable = "DLOCK_REDIS_PASSWORD";
+inline constexpr const char* sentinel_password_variable = "DLOCK_SENTINEL_PASSWORD";
 /// ZooKeeper digest credentials, "user:password".
 inline constexpr const char* zk_auth_variable = "DLOCK_ZK_AUTH";
 

@@ -9,8 +9,9 @@
 namespace dlock::cli {
 namespace {
 
-constexpr const char* redis_only[] = {"redis-user", "redis-password-file", "tls", "tls-ca", "tls-cert", "tls-key",
-                                      "tls-server-name"};
+constexpr const char* redis_only[] = {"redis-user", "redis-password-file", "tls",        "tls-ca",
+                                      "tls-cert",   "tls-key",             "tls-server-name", "sentinel-user",
+                                      "sentinel-password-file"};
 constexpr const char* tls_files[] = {"tls-ca", "tls-cert", "tls-key", "tls-server-name"};
 
 bool given(const po::variables_map& values, const char* name) { return values.count(name) > 0; }
@@ -61,7 +62,10 @@ void add_redis_auth_options(po::options_description& options) {
       ("tls-cert", po::value<std::string>(), "Redis TLS: client certificate (PEM), with --tls-key")
       ("tls-key", po::value<std::string>(), "Redis TLS: the client certificate's key (PEM)")
       ("tls-server-name", po::value<std::string>(), "Redis TLS: the name the server's certificate must carry "
-                                                    "(default: its host)");
+                                                    "(default: its host)")
+      ("sentinel-user", po::value<std::string>(), "Sentinel: the sentinels' ACL user")
+      ("sentinel-password-file", po::value<std::string>(),
+       "Sentinel: the sentinels' AUTH password from FILE (else from $DLOCK_SENTINEL_PASSWORD)");
 }
 
 zk_settings zk_settings_from(const po::variables_map& values, std::string hosts,
@@ -97,6 +101,19 @@ redis_settings redis_settings_from(const po::variables_map& values, std::vector<
   s.tls.key_file = string_option(values, "tls-key").value_or("");
   s.tls.server_name = string_option(values, "tls-server-name").value_or("");
   if (s.tls.cert_file.empty() != s.tls.key_file.empty()) throw usage_error("--tls-cert and --tls-key go together");
+  return s;
+}
+
+redis_settings sentinel_settings_from(const po::variables_map& values, std::vector<host_port> sentinels,
+                                      std::string master_name) {
+  auto s = redis_settings_from(values, {});
+  for (auto& sentinel : sentinels) s.sentinel.sentinels.push_back({std::move(sentinel.host), sentinel.port});
+  s.sentinel.master_name = std::move(master_name);
+  s.sentinel.username = string_option(values, "sentinel-user").value_or("");
+  s.sentinel.password = secret(values, "sentinel-password-file", sentinel_password_variable).value_or("");
+  if (!s.sentinel.username.empty() && s.sentinel.password.empty())
+    throw usage_error("--sentinel-user needs a password ($DLOCK_SENTINEL_PASSWORD or --sentinel-password-file)");
+  s.sentinel.tls = s.tls;  // the sentinels of a TLS deployment speak TLS too
   return s;
 }
 

@@ -26,6 +26,9 @@ zk_settings zk_settings_from(const po::variables_map& values, std::string hosts,
 /// Reaching the Redis `masters`. Throws usage_error (a ZooKeeper-only option
 /// given, a TLS file option without --tls, a user without a password, ...).
 redis_settings redis_settings_from(const po::variables_map& values, std::vector<host_port> masters);
+/// The same, for the master `master_name` the `sentinels` name (--sentinel, --master-name).
+redis_settings sentinel_settings_from(const po::variables_map& values, std::vector<host_port> sentinels,
+                                      std::string master_name);
 
 /// --help's paragraph on where secrets come from (ZooKeeper's, and with `with_redis` Redis's).
 std::string_view secrets_help_text(bool with_redis) noexcept;
