@@ -332,6 +332,8 @@ void connection_impl::hand_out(reply&& r) {
     case multiplexer::answer::kind::more: return;
     case multiplexer::answer::kind::complete: {
       bool demoted = answer.ec == error::read_only;
+      if (answer.request->gather) [[unlikely]]
+        r = answer.request->take_gathered(std::move(r));
       complete(*answer.request, answer.ec, std::move(r), completion::dispatch);
       mux_.recycle(std::move(answer.request));
       if (demoted) [[unlikely]]

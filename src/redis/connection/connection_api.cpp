@@ -88,14 +88,17 @@ void inline_command::set(std::initializer_list<std::string_view> arguments) {
   script.reset();
   tail_offset = 0;
   replies = 1;
+  gather = false;
   append_command(wire, arguments);
 }
 
-void inline_command::set_block(std::initializer_list<std::initializer_list<std::string_view>> commands) {
+void inline_command::set_block(std::initializer_list<std::initializer_list<std::string_view>> commands,
+                               bool gathers) {
   wire.clear();
   script.reset();
   tail_offset = 0;
   replies = static_cast<std::uint32_t>(commands.size());
+  gather = gathers;
   for (auto arguments : commands) append_command(wire, arguments);
 }
 
@@ -104,6 +107,7 @@ void inline_command::set(const redis::script& s, std::initializer_list<std::stri
   wire.clear();
   script = s.shared();
   replies = 1;
+  gather = false;
   tail_offset = static_cast<std::uint32_t>(append_evalsha(wire, *script, keys, args));
 }
 
@@ -126,6 +130,7 @@ void borrow_command(request& r, const inline_command& cmd) {
   r.script = cmd.script.get();
   r.tail_offset = cmd.tail_offset;
   r.replies = cmd.replies;
+  r.gather = cmd.gather;
 }
 
 }  // namespace

@@ -77,10 +77,12 @@ struct inline_command {
   std::shared_ptr<const redis::script::data> script;
   std::uint32_t tail_offset = 0;  // where numkeys starts, for the EVAL form
   std::uint32_t replies = 1;      // more than one for a MULTI ... EXEC block
+  bool gather = false;            // a block answered with all its replies (see request::gather)
 
   void set(std::initializer_list<std::string_view> arguments);
-  /// Several commands sent as one (a MULTI ... EXEC block): its last reply is the answer.
-  void set_block(std::initializer_list<std::initializer_list<std::string_view>> commands);
+  /// Several commands sent as one (a MULTI ... EXEC block): its last reply
+  /// is the answer, or with `gather` all of them as one array.
+  void set_block(std::initializer_list<std::initializer_list<std::string_view>> commands, bool gather = false);
   void set(const redis::script& s, std::initializer_list<std::string_view> keys,
            std::initializer_list<std::string_view> args);
   bool empty() const noexcept { return wire.empty(); }

@@ -51,7 +51,8 @@ void multiplexer::recycle(request_ptr r) {
   r->tail_offset = 0;
   r->replies = 1;
   r->deadline = clock::time_point::max();
-  r->internal = r->use_eval = r->owed = false;
+  r->internal = r->use_eval = r->owed = r->gather = false;
+  r->gathered.clear();
   r->target.clear();
   ++r->generation;
   spare_.push_back(std::move(r));
@@ -81,6 +82,7 @@ std::size_t multiplexer::stage(std::string& out) {
     if (r->script) choose_script_form(*r);
     out += r->bytes();
     r->replies_left = r->replies;
+    if (r->gather) r->gathered.clear();  // a block written again (NOSCRIPT) gathers anew
     commands_ += r->replies;
   };
   std::size_t n = queue_.stage_each(skip, on_staged);
@@ -156,6 +158,7 @@ multiplexer::answer multiplexer::on_reply(const reply& r) {
   ++replies_;
   if ((*oldest)->replies_left > 1) {  // a MULTI block's reply before EXEC's
     --(*oldest)->replies_left;
+    if ((*oldest)->gather) (*oldest)->gathered.push_back(r);
     return {answer::kind::more, nullptr, {}};
   }
   request_ptr req = queue_.pop_answered();

@@ -23,6 +23,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 namespace dlock::redis::detail {
 
@@ -94,6 +95,9 @@ struct request {
   bool owed = false;
   bool use_eval = false;  // sent (or to be sent) as EVAL, the form `wire` then holds
   bool internal = false;  // handshake command, allowed while connecting
+  // A block answered with all its replies, as one array (gathered), not
+  // only its last: SET then WAIT, where both answers matter.
+  bool gather = false;
   // How many replies the command draws: more than one for a MULTI ... EXEC
   // block, which is answered with its last reply (EXEC's) and takes the others.
   std::uint32_t replies = 1;
@@ -115,6 +119,7 @@ struct request {
   // script) unless borrowed; and, once built, a script's EVAL form, which
   // replaces it (one buffer, so a request stays small).
   std::string wire;
+  std::vector<reply> gathered;  // a gathering block's replies so far
 
   /// `wire` holds the bytes written (else it is empty).
   bool uses_wire() const noexcept { return borrowed.empty() || use_eval; }
@@ -136,6 +141,11 @@ struct request {
     if (uses_wire()) return wire;
     assert(owed && "borrowed bytes are read only while the sink is owed an answer, which keeps them");
     return borrowed;
+  }
+  // A gathering block's answer: its replies in order, `last` included.
+  reply take_gathered(reply&& last) {
+    gathered.push_back(std::move(last));
+    return reply::make_array(std::exchange(gathered, {}));
   }
   // True the first time only: the caller then completes it.
   bool settle() noexcept {

@@ -151,6 +151,35 @@ BOOST_AUTO_TEST_CASE(an_abandoned_multi_block_drops_all_its_replies) {
   BOOST_TEST(m.on_reply(redis::reply::make_nil()).request == after);
 }
 
+// A gathering block (SET then WAIT) is answered with every reply, as one
+// array; lost mid-replies, it gathers afresh; reused, it gathers nothing.
+BOOST_AUTO_TEST_CASE(a_gathering_block_is_answered_with_all_its_replies) {
+  multiplexer m(0ms);
+  auto block = add_block(m, "SET WAIT", 2);
+  block->gather = true;
+  write_all(m);
+  BOOST_TEST((m.on_reply(redis::reply::make_status("OK")).what == kind::more));
+  std::vector<request_ptr> failed;
+  m.reset(failed);  // lost after SET's reply: the next session's SET answers again
+  block->owed = true;
+  m.add(block, t0);
+  write_all(m);
+  BOOST_TEST((m.on_reply(redis::reply::make_nil()).what == kind::more));
+  auto last = redis::reply::make_integer(1);
+  auto answered = m.on_reply(last);
+  BOOST_TEST((answered.what == kind::complete && answered.request == block && !answered.ec));
+  auto all = block->take_gathered(std::move(last));
+  BOOST_REQUIRE(all.is_array());
+  BOOST_REQUIRE(all.elements().size() == 2u);
+  BOOST_TEST(all.elements()[0].is_nil());
+  BOOST_TEST(all.elements()[1].integer() == 1);
+  failed.clear();
+  block.reset();
+  m.recycle(std::move(answered.request));
+  auto reused = add(m, "GET");
+  BOOST_TEST((!reused->gather && reused->gathered.empty()));
+}
+
 // A block lost mid-replies: the next session writes it whole again and
 // counts all its replies afresh; a reused request draws one reply.
 BOOST_AUTO_TEST_CASE(a_multi_block_counts_its_replies_again_after_a_reset) {
