@@ -34,6 +34,8 @@ class category final : public boost::system::error_category {
         return "the event loop stalled for longer than the hold's margin: the lock may have expired meanwhile";
       case error::failed_over:
         return "the Redis master the lock was granted on failed over: the new master may not have the key";
+      case error::not_replicated:
+        return "fewer replicas acknowledged the lock's key than asked: it was not taken";
     }
     return "unknown dlock error " + std::to_string(value);
   }

@@ -36,6 +36,8 @@ enum class error {
   failed_over,           ///< the Redis master the lock was granted on was replaced by a
                          ///< replica (a failover), which may not have the key: the
                          ///< hold cannot be trusted any more
+  not_replicated,        ///< fewer replicas acknowledged the lock's key than asked
+                         ///< (redis::lock_options::replicas): it was deleted
 };
 
 /// The category of `dlock::error` (name "dlock").

@@ -38,6 +38,16 @@ struct lock_options {
   /// 5 % of an acquire+release here (benchmarks/RESULTS.md, "Fencing's cost").
   /// A semaphore refuses it (dlock::error::invalid_argument).
   bool fencing = false;
+  /// Replica acknowledgement: the acquire (and each extension) is followed,
+  /// in the same write, by `WAIT replicas replica_timeout`; fewer replicas
+  /// than this acknowledging it fail it with dlock::error::not_replicated,
+  /// and an acquire's key is deleted. 0 (the default): no WAIT. It narrows
+  /// the window in which a failover loses the key, it does not close it:
+  /// WAIT is not consensus (RELIABILITY.md, "Redis in production"). WAIT
+  /// holds the connection's later commands until it answers.
+  int replicas = 0;
+  /// See `replicas`: how long the server waits for them (more than 0).
+  std::chrono::milliseconds replica_timeout{100};
   /// Told of this lock's events (dlock/observer.hpp); none: the connection's.
   std::shared_ptr<dlock::observer> observer{};
 };

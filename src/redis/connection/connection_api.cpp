@@ -111,6 +111,12 @@ void inline_command::set(const redis::script& s, std::initializer_list<std::stri
   tail_offset = static_cast<std::uint32_t>(append_evalsha(wire, *script, keys, args));
 }
 
+void inline_command::then(std::initializer_list<std::string_view> arguments) {
+  append_command(wire, arguments);
+  ++replies;
+  gather = true;
+}
+
 namespace {
 
 void set_command(request& r, encoded_command cmd) {

@@ -18,11 +18,13 @@
 #include <boost/container/small_vector.hpp>
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <initializer_list>
 #include <list>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string_view>
 #include <vector>
@@ -85,6 +87,9 @@ struct inline_command {
   void set_block(std::initializer_list<std::initializer_list<std::string_view>> commands, bool gather = false);
   void set(const redis::script& s, std::initializer_list<std::string_view> keys,
            std::initializer_list<std::string_view> args);
+  /// One more command after what was set; the answer is then every reply,
+  /// gathered (SET then WAIT: both answers matter).
+  void then(std::initializer_list<std::string_view> arguments);
   bool empty() const noexcept { return wire.empty(); }
   std::string_view bytes() const noexcept { return {wire.data(), wire.size()}; }
 };
@@ -181,9 +186,9 @@ class connection_impl : public reply_sink, public std::enable_shared_from_this<c
 
   // ---- the master, and failovers ----
   /// Grows each time the master changed; a lock granted under one epoch is
-  /// lost when it grows.
-  std::uint64_t master_epoch() const noexcept { return life_.master_epoch(); }
-  /// Adds a watcher (kept weakly, for as long as it lives).
+  /// lost when it grows. Any thread.
+  std::uint64_t master_epoch() const noexcept { return master_epoch_.load(std::memory_order_acquire); }
+  /// Adds a watcher (kept weakly, for as long as it lives). Any thread.
   void watch_master(std::weak_ptr<master_watcher> w);
   const server_address& current_master() const noexcept { return life_.address(); }
   // From the sentinel watch.
@@ -266,7 +271,10 @@ class connection_impl : public reply_sink, public std::enable_shared_from_this<c
   std::vector<std::pair<std::shared_ptr<connection_impl>, std::uint64_t>> deferred_writes_;
   void write_deferred();
   std::shared_ptr<sentinel_watch> sentinel_;  // with Sentinel discovery
+  std::mutex master_watchers_mutex_;  // locks on other threads add themselves
   std::vector<std::weak_ptr<master_watcher>> master_watchers_;
+  std::size_t pruned_size_ = 0;  // master_watchers_' size after the last prune
+  std::atomic<std::uint64_t> master_epoch_{0};  // life_'s, for other threads
   std::function<void(const reply&)> push_listener_;  // a sentinel link's subscription
 };
 

@@ -231,8 +231,14 @@ void connection_impl::sentinel_switched(const server_address& master) {
   perform(life_.on_switch_master(master));
 }
 
+// Watchers that are gone are pruned whenever the list doubled: a lock made
+// costs no walk over every other lock's entry.
 void connection_impl::watch_master(std::weak_ptr<master_watcher> w) {
-  std::erase_if(master_watchers_, [](const auto& known) { return known.expired(); });
+  std::lock_guard guard(master_watchers_mutex_);
+  if (master_watchers_.size() >= 2 * pruned_size_) {
+    std::erase_if(master_watchers_, [](const auto& known) { return known.expired(); });
+    pruned_size_ = std::max<std::size_t>(master_watchers_.size(), 8);
+  }
   master_watchers_.push_back(std::move(w));
 }
 
@@ -240,7 +246,12 @@ void connection_impl::watch_master(std::weak_ptr<master_watcher> w) {
 // learn of it before any command of theirs can reach the new master.
 void connection_impl::announce_master_change() {
   auto epoch = life_.master_epoch();
-  auto watchers = master_watchers_;  // a watcher may add or leave
+  master_epoch_.store(epoch, std::memory_order_release);
+  std::vector<std::weak_ptr<master_watcher>> watchers;
+  {
+    std::lock_guard guard(master_watchers_mutex_);
+    watchers = master_watchers_;  // a watcher may add or leave meanwhile
+  }
   for (auto& weak : watchers)
     if (auto watcher = weak.lock()) watcher->on_master_changed(epoch);
 }

@@ -158,7 +158,12 @@ multiplexer::answer multiplexer::on_reply(const reply& r) {
   ++replies_;
   if ((*oldest)->replies_left > 1) {  // a MULTI block's reply before EXEC's
     --(*oldest)->replies_left;
-    if ((*oldest)->gather) (*oldest)->gathered.push_back(r);
+    if ((*oldest)->gather) {
+      // A script in the block met a flushed cache: its next use goes as EVAL
+      // (the block's answer tells this one's caller).
+      if (r.is_error() && classify_error(r.string()) == error::no_script) loaded_scripts_.clear();
+      (*oldest)->gathered.push_back(r);
+    }
     return {answer::kind::more, nullptr, {}};
   }
   request_ptr req = queue_.pop_answered();

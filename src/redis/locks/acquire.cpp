@@ -52,6 +52,7 @@ class acquire_attempt final : public round_fanout {
 
   void start() {
     owner_->commands.attempt(command(), token(), owner_->options.ttl);
+    owner_->note_attempt_epochs();
     send_to_all();
     arm_deadline();
   }
@@ -120,18 +121,24 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
     if (op_.done() || &attempt != current_.lock().get()) return;
     if (owner_->abandoned) return cancel();  // its handle is gone: nobody would release what it took
     const auto& round = attempt.round();
-    bool won = attempt.won();
+    error_code failure = attempt.won() ? error_code() : attempt.failure();
+    bool landed = attempt.may_have_landed();
+    // A fencing token that went back (a failover) is not given out: the attempt is taken again.
+    if (!failure && owner_->fencing_went_back(round.fencing_token())) {
+      failure = dlock::error::stale_token;
+      landed = true;
+    }
+    bool won = !failure;
     if (!won && dlock::detail::log_enabled(log_level::debug))
       dlock::detail::log(log_level::debug, "lock " + owner_->commands.key + ": attempt failed (" +
-                                               attempt.failure().message() + "): " + owner_->last_outcomes());
+                                               failure.message() + "): " + owner_->last_outcomes());
     // A lost attempt may have set keys whose yes never came back: delete them.
     // Only a retry's pause needs the time and a random draw.
     double random = won ? 0.0 : owner_->random_unit();
     auto now = won ? redlock_clock::time_point() : redlock_clock::now();
     // The round counted drift into its validity; the stall margin is the hold's.
     auto left = won ? round.validity_at_decision() - owner_->hold.stall_margin() : milliseconds::zero();
-    auto action =
-        machine_.attempt_decided(won ? error_code() : attempt.failure(), attempt.may_have_landed(), left, now, random);
+    auto action = machine_.attempt_decided(failure, landed, left, now, random);
     if (action.what == kind::complete && !action.result)
       owner_->begin_hold(attempt.token(), round.start(), round.fencing_token());
     act(action);

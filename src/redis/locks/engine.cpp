@@ -5,8 +5,10 @@
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/bind_executor.hpp>
+#include <boost/asio/dispatch.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include <algorithm>
 #include <utility>
 
 namespace dlock::redis::detail {
@@ -39,6 +41,7 @@ lock_engine::lock_engine(asio::any_io_executor ex, std::vector<std::shared_ptr<c
 }
 
 void lock_engine::attach_hold() {
+  for (const auto& master : masters) master->watch_master(std::weak_ptr<master_watcher>(weak_from_this()));
   deadlines.attach(weak_from_this());
   hold.attach(weak_from_this());
   hold.on_lost([weak = weak_from_this()](error_code why) {
@@ -75,10 +78,44 @@ asio::awaitable<error_code> auto_extend_step(std::weak_ptr<lock_engine> weak) {
 
 void lock_engine::begin_hold(std::string_view token, redlock_clock::time_point start, std::int64_t fencing_token) {
   hold.begin(token, start, options.ttl, fencing_token);
-  if (!options.auto_extend) return;
+  highest_fencing_token = std::max(highest_fencing_token, fencing_token);
+  hold_epochs = attempt_epochs;
+  check_failover();  // a master replaced while the attempt was out
+  if (!options.auto_extend || !hold.held()) return;
   auto_extend_settings settings{options.ttl, options.extend_fraction, options.max_hold};
   std::weak_ptr<lock_engine> weak = weak_from_this();
   hold.extend_automatically(settings, [weak] { return auto_extend_step(weak); });
+}
+
+// ---- failover ----
+
+void lock_engine::note_attempt_epochs() {
+  attempt_epochs.resize(masters.size());
+  for (std::size_t i = 0; i < masters.size(); ++i) attempt_epochs[i] = masters[i]->master_epoch();
+}
+
+// In place when the connection runs on this lock's thread: the hold is lost
+// before the connection moves on to the new master.
+void lock_engine::on_master_changed(std::uint64_t) {
+  asio::dispatch(executor, [weak = weak_from_this()] {
+    if (auto self = weak.lock()) self->check_failover();
+  });
+}
+
+void lock_engine::check_failover() {
+  if (!hold.held() || hold_epochs.size() != masters.size()) return;
+  boost::container::small_vector<bool, 7> replaced;
+  for (std::size_t i = 0; i < masters.size(); ++i) replaced.push_back(masters[i]->master_epoch() != hold_epochs[i]);
+  if (!stands_after_failover(outcomes, replaced)) hold.lose(dlock::error::failed_over);
+}
+
+bool lock_engine::fencing_went_back(std::int64_t token) {
+  if (!token_went_back(token, highest_fencing_token)) return false;
+  dlock::detail::log(log_level::warning, "lock " + commands.key + ": fencing token " + std::to_string(token) +
+                                             " is not above " + std::to_string(highest_fencing_token) +
+                                             " (a failover?): raising the counter, trying again");
+  for (std::size_t i = 0; i < masters.size(); ++i) raise_counter(i, highest_fencing_token);
+  return true;
 }
 
 void lock_engine::release_in_background() {

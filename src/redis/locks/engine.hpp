@@ -41,7 +41,7 @@ class fanout;
 
 /// The shared state of one lock (a `redlock`, a `lock`, a `semaphore`);
 /// lives on its executor.
-class lock_engine : public std::enable_shared_from_this<lock_engine> {
+class lock_engine : public std::enable_shared_from_this<lock_engine>, public master_watcher {
  public:
   /// `options.master_timeout` zero: none (one server, whose connection's
   /// command timeout applies).
@@ -131,6 +131,20 @@ class lock_engine : public std::enable_shared_from_this<lock_engine> {
   void resend_unsettled_cleanups(std::size_t master);
   void note_outcomes(const redlock_round& round);
   double random_unit();
+
+  /// Failover: each master's epoch (connection_impl::master_epoch) when the
+  /// current attempt was sent, and under the hold. A hold whose masters
+  /// were replaced under it is lost with failed_over (stands_after_failover).
+  std::vector<std::uint64_t> attempt_epochs;
+  std::vector<std::uint64_t> hold_epochs;
+  void note_attempt_epochs();
+  /// A master's connection saw a new master (on its own thread).
+  void on_master_changed(std::uint64_t epoch) override;
+  void check_failover();
+  /// Fencing: the largest token a hold of this lock was given. A token not
+  /// above it went back (token_went_back): every counter is raised to it.
+  std::int64_t highest_fencing_token = 0;
+  bool fencing_went_back(std::int64_t token);
   /// The per-master timeout of every fan-out (none with one server).
   deadline_queue deadlines;
 

@@ -34,12 +34,24 @@ hold_commands hold_commands::redlock(std::string key, bool fencing) {
   return c;
 }
 
+void hold_commands::wait_for_replicas(int replicas, std::chrono::milliseconds timeout) {
+  if (replicas <= 0) return;
+  replicas_ = replicas;
+  wait_replicas_ = std::to_string(replicas);
+  wait_timeout_ = std::to_string(timeout.count());
+}
+
 error_code hold_commands::invalid(std::chrono::milliseconds ttl) const {
   if (what == kind::semaphore && max_leases == 0) return dlock::error::invalid_argument;
   return validate(key, ttl);
 }
 
 void hold_commands::attempt(inline_command& out, std::string_view token, std::chrono::milliseconds ttl) const {
+  attempt_alone(out, token, ttl);
+  if (!wait_replicas_.empty()) out.then({"WAIT", wait_replicas_, wait_timeout_});
+}
+
+void hold_commands::attempt_alone(inline_command& out, std::string_view token, std::chrono::milliseconds ttl) const {
   auto ttl_text = std::to_string(ttl.count());
   switch (what) {
     case kind::lock:
@@ -66,9 +78,39 @@ void hold_commands::release(inline_command& out, std::string_view token) const {
 void hold_commands::extend(inline_command& out, std::string_view token, std::chrono::milliseconds ttl) const {
   auto ttl_text = std::to_string(ttl.count());
   out.set(what == kind::semaphore ? semaphore_extend_script() : extend_script(), {key}, {token, ttl_text});
+  if (!wait_replicas_.empty()) out.then({"WAIT", wait_replicas_, wait_timeout_});
+}
+
+// ---- reading the answers ----
+
+hold_commands::unwrapped hold_commands::unwrap(error_code ec, const reply& r) const {
+  if (wait_replicas_.empty() || ec) return {ec, &r};
+  // Gathered: the command's answer is the reply before WAIT's (EXEC's for a block).
+  if (!r.is_array() || r.elements().size() < 2 || !r.elements().back().is_integer())
+    return {redis::error::protocol_error, &r};
+  const reply& own = r.elements()[r.elements().size() - 2];
+  error_code own_ec = own.is_error() ? make_error_code(classify_error(own.string())) : error_code();
+  return {own_ec, &own, r.elements().back().integer()};
+}
+
+// What the command did, unless fewer replicas than asked have it.
+hold_commands::answer hold_commands::acknowledged(answer a, std::int64_t replicas) const {
+  if (a.outcome != master_outcome::ok || replicas < 0) return a;
+  if (replicas < replicas_) return {master_outcome::failed, a.counter, dlock::error::not_replicated};
+  return a;
 }
 
 hold_commands::answer hold_commands::read_attempt(error_code ec, const reply& r) const {
+  auto own = unwrap(ec, r);
+  return acknowledged(read_attempt_alone(own.ec, *own.answer), own.acknowledged);
+}
+
+hold_commands::answer hold_commands::read_extend(error_code ec, const reply& r) const {
+  auto own = unwrap(ec, r);
+  return acknowledged(read_extend_alone(own.ec, *own.answer), own.acknowledged);
+}
+
+hold_commands::answer hold_commands::read_attempt_alone(error_code ec, const reply& r) const {
   if (ec) return {master_outcome::failed, redlock_round::no_counter, ec};
   if (!one_server()) return read_redlock_attempt(r);
   std::int64_t fencing_token = redlock_round::no_counter;
@@ -97,7 +139,7 @@ hold_commands::answer hold_commands::read_redlock_attempt(const reply& r) const 
   return failed;
 }
 
-hold_commands::answer hold_commands::read_extend(error_code ec, const reply& r) const {
+hold_commands::answer hold_commands::read_extend_alone(error_code ec, const reply& r) const {
   if (ec) return {master_outcome::failed, redlock_round::no_counter, ec};
   auto compared = interpret_compare_script(r);
   if (compared == dlock::error::not_owned) return {master_outcome::taken, redlock_round::no_counter, compared};

@@ -28,6 +28,10 @@ struct hold_commands {
 
   enum class kind { lock, fenced_lock, semaphore, redlock, fenced_redlock };
 
+  /// Replica acknowledgement (lock_options::replicas): every attempt and
+  /// extension is followed by WAIT `replicas` `timeout`.
+  void wait_for_replicas(int replicas, std::chrono::milliseconds timeout);
+
   kind what = kind::lock;
   std::string key;
   std::string counter_key;     // a fenced lock's counter, else empty
@@ -56,6 +60,15 @@ struct hold_commands {
   };
   answer read_attempt(error_code ec, const reply& r) const;
   answer read_extend(error_code ec, const reply& r) const;
+  /// With replica acknowledgement an answer is every reply gathered,
+  /// [..., the command's answer, WAIT's count]: the command's own error (or
+  /// `ec`), its answer, and the count (without: `ec`, `r` and no count).
+  struct unwrapped {
+    error_code ec;
+    const reply* answer;
+    std::int64_t acknowledged = -1;
+  };
+  unwrapped unwrap(error_code ec, const reply& r) const;
 
   /// One server: what the attempt's answer means: empty when the hold is now
   /// ours (and, with fencing, `fencing_token` set), `taken`, or the error.
@@ -66,6 +79,14 @@ struct hold_commands {
 
  private:
   answer read_redlock_attempt(const reply& r) const;
+  void attempt_alone(inline_command& out, std::string_view token, std::chrono::milliseconds ttl) const;
+  answer read_attempt_alone(error_code ec, const reply& r) const;
+  answer read_extend_alone(error_code ec, const reply& r) const;
+  answer acknowledged(answer a, std::int64_t replicas) const;
+
+  int replicas_ = 0;           // lock_options::replicas
+  std::string wait_replicas_;  // WAIT's arguments; empty: no WAIT
+  std::string wait_timeout_;
 };
 
 }  // namespace dlock::redis::detail

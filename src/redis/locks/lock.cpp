@@ -22,6 +22,7 @@ error_code invalid_options(const hold_commands& what, const lock_options& o) {
 std::shared_ptr<lock_engine> one_server_engine(connection& conn, hold_commands commands, const lock_options& o,
                                                lock_kind kind) {
   auto invalid = invalid_options(commands, o);
+  commands.wait_for_replicas(o.replicas, o.replica_timeout);
   auto impl = connection_access::impl(conn);
   auto executor = impl->executor();
   auto engine = std::make_shared<lock_engine>(std::move(executor), std::vector{std::move(impl)},

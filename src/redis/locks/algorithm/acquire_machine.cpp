@@ -40,7 +40,8 @@ acquire_action acquire_machine::attempt_decided(error_code failure, bool may_hav
     may_have_landed = true;
   }
   if (!failure) return complete({});
-  bool taken = failure == dlock::error::taken;
+  // A token that went back (engine's fencing_went_back) is retried as a taken key is.
+  bool taken = failure == dlock::error::taken || failure == dlock::error::stale_token;
   if (!policy_.retry || (!taken && !policy_.retry_when_broken)) return complete(failure, may_have_landed);
   auto pause = schedule_.next(now, random);
   if (!pause) return complete(taken ? make_error_code(dlock::error::timed_out) : failure, may_have_landed);

@@ -36,7 +36,8 @@ redlock_attempt::extend_verdict redlock_attempt::extend_outcome(std::chrono::mil
 redlock_attempt::reaction redlock_attempt::on_answer(std::size_t index, error_code ec, const reply& answer,
                                                      redlock_clock::time_point now, bool deadline_passed) {
   reaction out;
-  bool not_run = ec == redis::error::script_not_run || ec == redis::error::no_script;
+  auto own = commands_->unwrap(ec, answer).ec;  // a script's, inside a gathered block
+  bool not_run = own == redis::error::script_not_run || own == redis::error::no_script;
   if (not_run && !deadline_passed && !std::exchange(resent_[index], true)) {
     out.resend = true;
     return out;

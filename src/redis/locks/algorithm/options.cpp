@@ -17,7 +17,8 @@ error_code invalid_lock_options(const lock_options& o) {
   bool bad = out_of_range(o.wait) || out_of_range(o.retry_delay) || out_of_range(o.retry_jitter) ||
              out_of_range(o.drift_extra) || out_of_range(o.max_hold) ||
              !(o.drift_factor >= 0 && o.drift_factor < 1) || !(o.extend_fraction > 0 && o.extend_fraction < 1) ||
-             !exceeds_drift(o.ttl, {o.drift_factor, o.drift_extra});
+             !exceeds_drift(o.ttl, {o.drift_factor, o.drift_extra}) || o.replicas < 0 ||
+             (o.replicas > 0 && (o.replica_timeout <= milliseconds::zero() || o.replica_timeout > dlock::max_duration));
   return bad ? make_error_code(dlock::error::invalid_argument) : error_code();
 }
 

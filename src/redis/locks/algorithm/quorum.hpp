@@ -4,11 +4,14 @@
 #pragma once
 
 #include "redis/locks/algorithm/replies.hpp"
+#include "redis/locks/algorithm/round.hpp"
 
 #include <dlock/error.hpp>
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
+#include <span>
 
 namespace dlock::redis::detail {
 
@@ -82,5 +85,26 @@ class write_back_tally {
   std::size_t needed_, asked_;
   std::size_t confirmed_ = 0, failed_ = 0;
 };
+
+/// A failover replaced masters under a hold (`replaced[i]`): it stands while
+/// the masters that granted it (`granted[i]`, the last round's yes) and
+/// were not replaced still make a majority (one server: that one). A
+/// replica promoted in a master's place may lack the key.
+inline bool stands_after_failover(std::span<const master_outcome> granted, std::span<const bool> replaced) {
+  std::size_t standing = 0;
+  for (std::size_t i = 0; i < granted.size(); ++i) {
+    bool yes = granted[i] == master_outcome::ok || granted[i] == master_outcome::already_ours;
+    if (yes && !replaced[i]) ++standing;
+  }
+  return standing >= granted.size() / 2 + 1;
+}
+
+/// Fencing: a hold's token must be above every token this lock was given
+/// before. One at or below the last went back: a failover lost counter
+/// increments (replication is asynchronous). The counter is then raised
+/// above it and the attempt taken again (RELIABILITY.md).
+inline bool token_went_back(std::int64_t token, std::int64_t highest_given) noexcept {
+  return token > 0 && token <= highest_given;
+}
 
 }  // namespace dlock::redis::detail
