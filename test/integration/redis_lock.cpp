@@ -330,6 +330,12 @@ asio::awaitable<void> bad_options(asio::any_io_executor ex) {
   o = with_ttl(1000ms);
   o.max_hold = -1ms;
   cases.emplace_back("negative max_hold", o);
+  o = with_ttl(1000ms);
+  o.replicas = -1;
+  cases.emplace_back("negative replicas", o);
+  o.replicas = 1;
+  o.replica_timeout = 0ms;  // WAIT 0 waits for ever
+  cases.emplace_back("replica_timeout 0", o);
   for (auto& [what, opts] : cases) {
     redis::lock l(c, key, opts);
     BOOST_CHECK_MESSAGE(co_await acquire(l) == dlock::error::invalid_argument, what);
@@ -337,6 +343,25 @@ asio::awaitable<void> bad_options(asio::any_io_executor ex) {
     BOOST_CHECK(!l.held());
   }
   BOOST_CHECK_EQUAL(c.stats().commands, before);  // nothing was sent
+}
+
+// Replica acknowledgement asked of a master without replicas: WAIT answers
+// 0, the acquire fails with not_replicated and leaves no key behind.
+asio::awaitable<void> unreplicated_acquire(asio::any_io_executor ex) {
+  redis::connection c(ex, master_options());
+  co_await c.connect();
+  auto key = dlock::test::unique_name("unreplicated");
+  auto o = with_ttl(10'000ms);
+  o.replicas = 1;
+  o.replica_timeout = 50ms;
+  for (bool fencing : {false, true}) {
+    o.fencing = fencing;
+    redis::lock l(c, key, o);
+    BOOST_CHECK(co_await try_acquire(l) == dlock::error::not_replicated);
+    BOOST_CHECK(!l.held());
+    co_await sleep_for(50ms);  // the background delete
+    BOOST_CHECK_EQUAL((co_await must(c, "EXISTS", key)).integer(), 0);
+  }
 }
 
 // F12h: a connection that would reconnect in a tight loop is refused.
@@ -456,6 +481,7 @@ BOOST_AUTO_TEST_SUITE(redis_lock)
 BOOST_AUTO_TEST_CASE(acquire_release_token_and_validity) { run(&acquire_and_release); }
 BOOST_AUTO_TEST_CASE(try_acquire_on_held_key_is_taken) { run(&held_key_is_taken); }
 BOOST_AUTO_TEST_CASE(invalid_key_or_ttl_is_refused_before_sending) { run(&bad_input); }
+BOOST_AUTO_TEST_CASE(an_acquire_no_replica_acknowledged_fails_and_leaves_no_key) { run(&unreplicated_acquire); }
 BOOST_AUTO_TEST_CASE(mutual_exclusion_3_connections_32_coroutines_50_times) { run(&mutual_exclusion); }
 BOOST_AUTO_TEST_CASE(expired_holder_cannot_delete_or_extend_the_next_owners_lock) {
   run(&expired_holder_cannot_delete);

@@ -106,6 +106,18 @@ BOOST_AUTO_TEST_CASE(taken_is_retried_until_the_schedule_ends_then_timed_out) {
   BOOST_TEST(m.attempts() == 3);
 }
 
+// A fencing token that went back (a failover) is deleted and retried as a
+// taken key is: the counter was raised meanwhile.
+BOOST_AUTO_TEST_CASE(a_token_that_went_back_is_deleted_and_retried) {
+  auto m = machine(single_policy(), 1);
+  m.start(false);
+  auto a = m.attempt_decided(dlock::error::stale_token, true, valid, t0, 0.5);
+  BOOST_TEST(is(a, kind::pause));
+  BOOST_TEST(a.delete_attempt);
+  BOOST_TEST(is(m.pause_over(false), kind::send_attempt));
+  BOOST_TEST(!m.attempt_decided(none, false, valid, t0, 0.5).result);
+}
+
 BOOST_AUTO_TEST_CASE(a_deadline_ends_the_wait_as_timed_out) {
   acquire_machine m(single_policy(), retry_schedule(-1, 100ms, 0ms, t0 + 250ms));
   m.start(false);

@@ -458,3 +458,38 @@ BOOST_AUTO_TEST_CASE(a_release_is_told_its_one_answer) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+// A failover replaced masters under a hold: it stands on a majority of the
+// masters that granted it and were not replaced (one server: that one).
+BOOST_AUTO_TEST_SUITE(failover_suite)
+namespace detail = dlock::redis::detail;
+
+BOOST_AUTO_TEST_CASE(a_hold_stands_while_a_majority_of_its_granting_masters_is_not_replaced) {
+  using detail::master_outcome;
+  constexpr auto ok = master_outcome::ok, ours = master_outcome::already_ours, no = master_outcome::taken,
+                 late = master_outcome::timed_out;
+  std::vector<master_outcome> granted{ok, ours, ok, no, late};
+  auto stands = [&](std::vector<int> replaced_masters) {
+    bool replaced[5] = {};
+    for (int i : replaced_masters) replaced[i] = true;
+    return detail::stands_after_failover(granted, replaced);
+  };
+  BOOST_TEST(stands({}));
+  BOOST_TEST(stands({3, 4}));  // masters that did not grant it
+  BOOST_TEST(!stands({0}));    // three granted it, one of them replaced: two left of five
+  BOOST_TEST(!stands({1, 3}));
+  std::vector<master_outcome> one{ok};
+  bool none[1] = {false}, replaced[1] = {true};
+  BOOST_TEST(detail::stands_after_failover(one, none));
+  BOOST_TEST(!detail::stands_after_failover(one, replaced));
+}
+
+BOOST_AUTO_TEST_CASE(a_token_not_above_the_last_given_went_back) {
+  BOOST_TEST(!detail::token_went_back(8, 7));
+  BOOST_TEST(detail::token_went_back(7, 7));
+  BOOST_TEST(detail::token_went_back(1, 7));
+  BOOST_TEST(!detail::token_went_back(0, 7));  // no fencing
+  BOOST_TEST(!detail::token_went_back(1, 0));  // the first hold
+}
+
+BOOST_AUTO_TEST_SUITE_END()

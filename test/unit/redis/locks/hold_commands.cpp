@@ -207,3 +207,58 @@ BOOST_AUTO_TEST_CASE(the_one_buffer_encoders_write_what_a_command_writes) {
   BOOST_CHECK(eval_inline.script == script.shared());
   BOOST_CHECK_EQUAL(eval_inline.replies, 1u);
 }
+
+// Replica acknowledgement: WAIT follows the attempt and the extension in
+// the same write, both answers gathered; fewer replicas than asked fail a
+// yes with not_replicated (and it may have landed: deleted), a no stays a no.
+BOOST_AUTO_TEST_CASE(with_replicas_wait_follows_and_fewer_acknowledgements_fail_a_yes) {
+  auto c = hold_commands::lock("k", false);
+  c.wait_for_replicas(2, 150ms);
+  auto sent = attempt(c, "tok", 1500ms);
+  BOOST_CHECK_EQUAL(sent.replies, 2u);
+  BOOST_CHECK(sent.gather);
+  BOOST_CHECK_EQUAL(sent.bytes(),
+                    "*6\r\n$3\r\nSET\r\n$1\r\nk\r\n$3\r\ntok\r\n$2\r\nNX\r\n$2\r\nPX\r\n$4\r\n1500\r\n"
+                    "*3\r\n$4\r\nWAIT\r\n$1\r\n2\r\n$3\r\n150\r\n");
+  auto gathered = [](reply answer, std::int64_t acknowledged) {
+    std::vector<reply> items;
+    items.push_back(std::move(answer));
+    items.push_back(reply::make_integer(acknowledged));
+    return reply::make_array(std::move(items));
+  };
+  using detail::master_outcome;
+  BOOST_CHECK(c.read_attempt({}, gathered(reply::make_status("OK"), 2)).outcome == master_outcome::ok);
+  auto short_of = c.read_attempt({}, gathered(reply::make_status("OK"), 1));
+  BOOST_CHECK(short_of.outcome == master_outcome::failed);
+  BOOST_CHECK(short_of.error == dlock::error::not_replicated);
+  BOOST_CHECK(c.attempt_may_have_landed({}, short_of.error));
+  BOOST_CHECK(c.read_attempt({}, gathered(reply::make_nil(), 0)).outcome == master_outcome::taken);
+  auto refused = c.read_attempt({}, gathered(reply::make_error("OOM"), 2));
+  BOOST_CHECK(refused.error == redis::error::server_error);
+  BOOST_CHECK(c.read_attempt(redis::error::connection_lost, reply()).error == redis::error::connection_lost);
+  BOOST_CHECK(c.read_attempt({}, reply::make_status("OK")).error == redis::error::protocol_error);  // not gathered
+  // The extension: the script, then WAIT; a NOSCRIPT inside is the script's own error (sent again).
+  detail::inline_command extended;
+  c.extend(extended, "tok", 1500ms);
+  BOOST_CHECK(extended.script && extended.gather && extended.replies == 2u);
+  BOOST_CHECK(c.read_extend({}, gathered(reply::make_integer(1), 2)).outcome == master_outcome::ok);
+  BOOST_CHECK(c.read_extend({}, gathered(reply::make_integer(1), 0)).error == dlock::error::not_replicated);
+  BOOST_CHECK(c.read_extend({}, gathered(reply::make_integer(0), 0)).error == dlock::error::not_owned);
+  BOOST_CHECK(c.unwrap({}, gathered(reply::make_error("NOSCRIPT x"), 2)).ec == redis::error::no_script);
+  // A fenced block: EXEC's array is the answer before WAIT's.
+  auto fenced = hold_commands::lock("k", true);
+  fenced.wait_for_replicas(1, 100ms);
+  BOOST_CHECK_EQUAL(attempt(fenced, "tok", 1500ms).replies, 5u);
+  std::vector<reply> block;
+  block.push_back(reply::make_status("OK"));
+  block.push_back(reply::make_status("QUEUED"));
+  block.push_back(reply::make_status("QUEUED"));
+  std::vector<reply> exec;
+  exec.push_back(reply::make_status("OK"));
+  exec.push_back(reply::make_integer(9));
+  block.push_back(reply::make_array(std::move(exec)));
+  block.push_back(reply::make_integer(1));
+  auto won = fenced.read_attempt({}, reply::make_array(std::move(block)));
+  BOOST_CHECK(won.outcome == master_outcome::ok);
+  BOOST_CHECK_EQUAL(won.counter, 9);
+}
