@@ -8,6 +8,7 @@
 //   redis_semaphore_concurrent: 64 coroutines on one semaphore of 64 leases (all may hold at once:
 //                               this measures the protocol, not waiting), one connection
 #include "common.hpp"
+#include "redis_raw.hpp"
 
 #include "redis/locks/algorithm/scripts.hpp"
 #include "redis/locks/token.hpp"
@@ -36,6 +37,7 @@ namespace asio = boost::asio;
 namespace redis = dlock::redis;
 using bench_clock = dlock::bench::clock;
 using dlock::bench::recorder;
+using namespace dlock::bench::redis_raw;
 
 namespace {
 
@@ -48,66 +50,6 @@ const std::string release_source =
     "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
 
 bool is_semaphore(const std::string& name) { return name.starts_with("redis_semaphore"); }
-
-struct target {
-  std::string host;
-  std::string port;
-};
-
-target first_master() {
-  std::string masters = dlock::bench::env_or("DLOCK_REDIS_MASTERS", "127.0.0.1:6379");
-  auto first = masters.substr(0, masters.find(','));
-  auto colon = first.rfind(':');
-  return {first.substr(0, colon), first.substr(colon + 1)};
-}
-
-std::string unique_key(const std::string& what, int i) {
-  return "bench-" + what + "-" + std::to_string(::getpid()) + "-" + std::to_string(i);
-}
-
-// ---- raw: a bare socket and hiredis's reader ----
-
-std::string resp(const std::vector<std::string>& args) {
-  std::string out = "*" + std::to_string(args.size()) + "\r\n";
-  for (const auto& a : args) out += "$" + std::to_string(a.size()) + "\r\n" + a + "\r\n";
-  return out;
-}
-
-struct raw_client {
-  asio::ip::tcp::socket socket;
-  redisReader* reader = redisReaderCreate();
-  char buffer[16384];
-  explicit raw_client(asio::any_io_executor ex) : socket(ex) {}
-  ~raw_client() { redisReaderFree(reader); }
-};
-
-// Reads until `count` replies arrived; returns how many were the expected
-// kind (OK, else the integer 1).
-asio::awaitable<int> read_replies(raw_client& c, int count, bool expect_ok) {
-  int good = 0;
-  while (count > 0) {
-    void* reply = nullptr;
-    if (redisReaderGetReply(c.reader, &reply) != REDIS_OK) throw std::runtime_error("protocol error");
-    if (reply) {
-      auto* r = static_cast<redisReply*>(reply);
-      good += expect_ok ? (r->type == REDIS_REPLY_STATUS) : (r->type == REDIS_REPLY_INTEGER && r->integer == 1);
-      freeReplyObject(r);
-      --count;
-      continue;
-    }
-    auto [ec, n] = co_await c.socket.async_read_some(asio::buffer(c.buffer), tuple_token);
-    if (ec) throw boost::system::system_error(ec);
-    redisReaderFeed(c.reader, c.buffer, n);
-  }
-  co_return good;
-}
-
-asio::awaitable<void> raw_connect(raw_client& c, target t) {
-  asio::ip::tcp::resolver resolver(c.socket.get_executor());
-  auto endpoints = co_await resolver.async_resolve(t.host, t.port, asio::deferred);
-  co_await asio::async_connect(c.socket, endpoints, asio::deferred);
-  c.socket.set_option(asio::ip::tcp::no_delay(true));
-}
 
 // The scripts a raw client loads: the lock's release, or the semaphore's acquire and release.
 struct raw_scripts {
