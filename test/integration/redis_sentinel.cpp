@@ -102,6 +102,7 @@ asio::awaitable<void> settle() {
 // ---- discovery ----
 
 asio::awaitable<void> finds_the_master(asio::any_io_executor ex) {
+  co_await settle();  // after another program's failover
   auto o = sentinel_options();
   // A sentinel that does not answer comes first: the next one is asked.
   o.sentinel.sentinels.insert(o.sentinel.sentinels.begin(), redis::server_address{"127.0.0.1", 1});
@@ -133,6 +134,7 @@ asio::awaitable<void> no_sentinel_answers(asio::any_io_executor ex) {
 // A name the first sentinel monitors, given a replica's address: the
 // sentinel names it, the replica says it is none.
 asio::awaitable<void> named_replica(asio::any_io_executor ex) {
+  co_await settle();
   int master = co_await named_master_port(ex);
   dlock::test::endpoint replica;
   for (const auto& node : dlock::test::sentinel_nodes())

@@ -14,7 +14,7 @@ std::string_view name_of(std::string_view assignment) {
 
 bool replaced(std::string_view name, const std::vector<std::string>& assignments) {
   if (name == fencing_token_variable || name == lock_name_variable) return true;
-  if (name == redis_password_variable || name == zk_auth_variable) return true;
+  if (name == redis_password_variable || name == sentinel_password_variable || name == zk_auth_variable) return true;
   return std::any_of(assignments.begin(), assignments.end(),
                      [name](const std::string& a) { return name_of(a) == name; });
 }

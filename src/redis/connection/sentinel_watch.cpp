@@ -23,11 +23,17 @@ void sentinel_watch::discover(std::uint64_t attempt) {
 
 void sentinel_watch::close() {
   closed_ = true;
+  drop_link();
+  rewatch_timer_.cancel();
+}
+
+// What the link still owes (its answers, its close) comes back with an old
+// generation, and is ignored.
+void sentinel_watch::drop_link() {
   ++generation_;
   if (link_) link_->close();
   link_.reset();
   ping_timer_.cancel();
-  rewatch_timer_.cancel();
 }
 
 // ---- a round: each sentinel asked once, from the one that answered last ----
@@ -42,14 +48,12 @@ void sentinel_watch::start_round(purpose why) {
 // A connection of its own to each sentinel asked: the one that names the
 // master stays, subscribed; the one before is closed.
 void sentinel_watch::ask_next() {
-  if (link_) link_->close();
-  link_.reset();
-  ping_timer_.cancel();
+  drop_link();
   auto next = round_->next();
   if (!next) return round_failed(round_->failure());
   linked_ = *next;
   link_ = std::make_shared<connection_impl>(executor_, link_options(linked_));
-  auto generation = ++generation_;
+  auto generation = generation_;
   std::weak_ptr<sentinel_watch> weak = shared_from_this();
   link_->set_push_listener([weak](const reply& message) {
     if (auto self = weak.lock()) self->on_message(message);
@@ -131,8 +135,7 @@ void sentinel_watch::on_message(const reply& message) {
 // missed meanwhile is found by comparing addresses.
 void sentinel_watch::on_link_closed(std::uint64_t generation) {
   if (generation != generation_ || closed_ || round_) return;
-  link_.reset();
-  ping_timer_.cancel();
+  drop_link();
   start_round(purpose::watch);
 }
 

@@ -35,6 +35,7 @@ class sentinel_watch : public reply_sink, public std::enable_shared_from_this<se
   enum class purpose { attempt, watch };  // for the owner's attempt, or to find a missed switch
   enum command_index : std::size_t { query, subscribe, ping, commands };
 
+  void drop_link();
   void start_round(purpose why);
   void ask_next();
   void on_linked(std::uint64_t generation, error_code ec);
