@@ -10,6 +10,7 @@
 #include <dlock/observer.hpp>
 #include <dlock/redis/connection.hpp>
 #include <dlock/redis/lock.hpp>
+#include <dlock/redis/redlock.hpp>
 #include <dlock/redis/semaphore.hpp>
 
 #include <boost/asio/as_tuple.hpp>
@@ -291,6 +292,38 @@ asio::awaitable<void> tokens_still_grow(asio::any_io_executor ex) {
   c.close();
 }
 
+// Redlock with one master behind Sentinel: a failover takes that master's
+// vote away. Over two masters the hold no longer has a majority (lost,
+// failed_over); over three it still has two (held).
+asio::awaitable<void> redlock_votes(asio::any_io_executor ex) {
+  co_await settle();
+  auto behind_sentinel = std::make_shared<redis::connection>(ex, sentinel_options());
+  auto first = std::make_shared<redis::connection>(ex, redis_test::master_options(0));
+  auto second = std::make_shared<redis::connection>(ex, redis_test::master_options(1));
+  for (auto* c : {behind_sentinel.get(), first.get(), second.get()}) co_await c->connect();
+  int old_port = co_await server_port(*behind_sentinel);
+  auto key = dlock::test::unique_name("dlock-test:sentinel:redlock");
+  redis::redlock_options o;
+  o.ttl = 30s;
+  redis::redlock two(ex, {behind_sentinel, first}, key + ":two", o);
+  redis::redlock three(ex, {behind_sentinel, first, second}, key + ":three", o);
+  co_await two.acquire();
+  co_await three.acquire();
+  redis::connection sentinel(ex, plain_options(dlock::test::sentinels()[0]));
+  co_await sentinel.connect();
+  co_await must(sentinel, "SENTINEL", "FAILOVER", dlock::test::sentinel_master_name());
+  sentinel.close();
+  auto [reason] = co_await two.loss().wait(with_ec);
+  BOOST_CHECK_MESSAGE(reason == dlock::error::failed_over, reason.message());
+  co_await moved_from(*behind_sentinel, old_port, 60s);
+  BOOST_CHECK(three.held());
+  BOOST_CHECK(!three.loss().lost());
+  co_await two.release(with_ec);
+  co_await three.release();
+  for (auto* c : {behind_sentinel.get(), first.get(), second.get()}) c->close();
+  co_await settle();
+}
+
 // ---- replica acknowledgement ----
 
 asio::awaitable<void> acknowledged_by_replicas(asio::any_io_executor ex) {
@@ -355,6 +388,9 @@ BOOST_AUTO_TEST_CASE(a_killed_master_is_replaced_by_the_one_the_sentinels_promot
 BOOST_AUTO_TEST_CASE(every_holder_is_told_failed_over_at_a_manual_failover) { redis_test::run(told_on_manual_failover); }
 BOOST_AUTO_TEST_CASE(every_holder_is_told_failed_over_when_the_master_is_killed) { redis_test::run(told_on_killed_master); }
 BOOST_AUTO_TEST_CASE(fencing_tokens_grow_past_a_counter_that_went_back) { redis_test::run(tokens_still_grow); }
+BOOST_AUTO_TEST_CASE(a_redlock_loses_a_hold_whose_majority_failed_over_and_keeps_one_that_has_one) {
+  redis_test::run(redlock_votes);
+}
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(replica_acknowledgement)

@@ -166,6 +166,7 @@ void lock_engine::cleanup_settled() {
 }
 
 void lock_engine::note_outcomes(const redlock_round& round) {
+  outcomes_of = &round;
   outcomes.clear();
   for (std::size_t i = 0; i < round.masters(); ++i) outcomes.push_back(round.outcome(i));
 }
@@ -262,6 +263,8 @@ void round_fanout::on_answer(std::size_t index, error_code ec, const reply& answ
   if (reaction.resend) return send(index);
   report_.answered(index, reaction.outcome, ec, attempt_.round().start());
   if (reaction.decided) return decided();
+  // A late answer of the round noted last: a late yes is a master the hold stands on too.
+  if (owner_->outcomes_of == &attempt_.round()) owner_->outcomes[index] = reaction.outcome;
   if (reaction.raise_counter) owner_->raise_counter(index, attempt_.round().fencing_token());
   if (reaction.release) owner_->release_in_background(round_token(), index);
 }

@@ -91,6 +91,7 @@ class lock_engine : public std::enable_shared_from_this<lock_engine>, public mas
   /// What each master answered in the last round, formatted on demand
   /// (last_outcomes() and logs): a round only copies its small vector.
   boost::container::small_vector<master_outcome, 7> outcomes;
+  const redlock_round* outcomes_of = nullptr;  // the round they are (identity only, never read)
   std::string last_outcomes() const;
 
   /// The drift allowance of every round and hold.
