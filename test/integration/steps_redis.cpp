@@ -120,7 +120,7 @@ void arm(redis_proxy& proxy, const plan& p, asio::any_io_executor client) {
 
 // The errors a refused or failed command may truthfully report.
 bool is_server_error(const error_code& ec) {
-  return ec == redis::error::server_error || ec == redis::error::busy;
+  return ec == redis::error::server_error || ec == redis::error::busy || ec == redis::error::read_only;
 }
 
 asio::awaitable<void> sleep_for(std::chrono::milliseconds d) {
