@@ -8,8 +8,6 @@
 
 #include "redis/connection/request.hpp"
 
-#include "redis/connection/request_queue.hpp"
-
 #include <array>
 #include <cstdint>
 #include <string>
