@@ -4,7 +4,7 @@
 // session around it is in connection_session.cpp.
 #include "redis/connection/connection_impl.hpp"
 
-#include "detail/completion.hpp"
+#include "detail/op_base.hpp"
 
 #include <dlock/error.hpp>
 #include <dlock/log.hpp>

@@ -4,7 +4,7 @@
 // event and perform() does what it returns.
 #include "redis/connection/connection_impl.hpp"
 
-#include "detail/completion.hpp"
+#include "detail/op_base.hpp"
 
 #include <dlock/error.hpp>
 #include <dlock/log.hpp>

@@ -15,7 +15,6 @@
 #include <dlock/redis/redlock.hpp>
 
 #include "redis/connection/connection_impl.hpp"
-#include "detail/completion.hpp"
 #include "detail/observed_lock.hpp"
 #include "detail/op_base.hpp"
 #include "redis/locks/algorithm/scripts.hpp"

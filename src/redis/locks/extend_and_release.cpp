@@ -6,7 +6,7 @@
 
 #include <dlock/limits.hpp>
 
-#include "detail/completion.hpp"
+#include "detail/op_base.hpp"
 
 namespace dlock::redis::detail {
 namespace {

@@ -4,7 +4,7 @@
 #include <dlock/redis/lock.hpp>
 #include <dlock/redis/semaphore.hpp>
 
-#include "detail/completion.hpp"
+#include "detail/op_base.hpp"
 #include "redis/locks/algorithm/options.hpp"
 #include "redis/locks/engine.hpp"
 
