@@ -86,7 +86,7 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
           bool in_place)
       : owner_(std::move(owner)),
         op_(std::move(handler)),
-        machine_(acquire_policy{retry, !owner_->commands.one_server()}, schedule_for(owner_->options, wait)),
+        machine_(acquire_policy{retry, !owner_->commands.one_server()}, retry_schedule::for_acquire(owner_->options, wait, redlock_clock::now())),
         wait_(wait),
         in_place_(in_place) {}
 
@@ -200,22 +200,6 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
     auto how = post ? completion::post : in_place_ ? completion::in_place : completion::dispatch;
     owner_->observed.finished(started_, ec, attempts_, ec ? 0 : owner_->hold.fencing_token());
     op_.complete(how, owner_->executor, ec);
-  }
-
-  // acquire_for(limit): retry until `limit`, whatever the options say.
-  // The clock is read only for a deadline. Built before refusal() looks at
-  // the options: a wait beyond max_duration (refused there) is not added to
-  // the clock, where it would overflow.
-  static retry_schedule schedule_for(const redlock_options& o, std::optional<milliseconds> wait) {
-    auto addable = [](milliseconds d) { return d > milliseconds::zero() && d <= dlock::max_duration; };
-    if (wait) {
-      std::optional<redlock_clock::time_point> until;
-      if (addable(*wait)) until = redlock_clock::now() + *wait;
-      return retry_schedule(-1, o.retry_delay, o.retry_jitter, until);
-    }
-    std::optional<redlock_clock::time_point> deadline;
-    if (addable(o.wait_limit)) deadline = redlock_clock::now() + o.wait_limit;
-    return retry_schedule(o.retry_count, o.retry_delay, o.retry_jitter, deadline);
   }
 
   std::shared_ptr<lock_engine> owner_;
