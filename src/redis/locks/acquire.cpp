@@ -86,7 +86,8 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
           bool in_place)
       : owner_(std::move(owner)),
         op_(std::move(handler)),
-        machine_(acquire_policy{retry, !owner_->commands.one_server()}, retry_schedule::for_acquire(owner_->options, wait, redlock_clock::now())),
+        machine_(acquire_policy{retry, !owner_->commands.one_server()},
+                 retry_schedule::for_acquire(owner_->options, wait, redlock_clock::now())),
         wait_(wait),
         in_place_(in_place) {}
 
@@ -145,18 +146,18 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
       return;
     }
     if (auto attempt = current_.lock()) attempt->abandon();
-    owner_->after_cleanups = nullptr;
+    owner_->forget_cleanup_waiter(this);
     owner_->retry_pause.cancel();
     act(machine_.cancel());
   }
 
  private:
   error_code refusal() const {
-    if (owner_->invalid) return owner_->invalid;
+    if (!owner_->invalid_reason.empty()) return dlock::error::invalid_argument;
     if (wait_ && (*wait_ <= milliseconds::zero() || *wait_ > dlock::max_duration)) return dlock::error::invalid_argument;
     if (owner_->every_master_closed()) return dlock::error::closed;
     // One server: a lost hold is released first, which tells the loss's reason.
-    bool holding = owner_->loss_needs_release ? owner_->hold.state() != hold::phase::idle : owner_->hold.held();
+    bool holding = owner_->commands.one_server() ? owner_->hold.state() != hold::phase::idle : owner_->hold.held();
     if (holding) return dlock::error::already_held;
     if (owner_->acquiring || owner_->releasing) return dlock::error::in_progress;
     return {};
@@ -168,7 +169,7 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
     if (action.delete_attempt && attempt) owner_->release_in_background(attempt->token());  // every master
     switch (action.what) {
       case kind::wait_for_cleanups:
-        owner_->after_cleanups = [self = shared_from_this()] { self->act(self->machine_.cleanups_settled()); };
+        owner_->after_cleanups(this, [self = shared_from_this()] { self->act(self->machine_.cleanups_settled()); });
         return;
       case kind::send_attempt:
         owner_->resend_unsettled_cleanups();  // ahead of this attempt's SETs, on the same connections
@@ -206,7 +207,7 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
   dlock::detail::op_base<void(error_code)> op_;
   acquire_machine machine_;
   std::optional<milliseconds> wait_;
-  bool in_place_;  // the handler runs on the redlock's executor
+  bool in_place_;  // the handler runs on the lock's executor
   std::weak_ptr<acquire_attempt> current_;
   bool running_ = false;          // start() ran
   bool cancelled_early_ = false;  // cancelled before start(): start() ends it
@@ -216,7 +217,7 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
 
 void acquire_attempt::decided() {
   owner_->note_outcomes(round());
-  report_.decided(round().failure(), round().start());
+  report_decision();
   if (round().state() == round_state::acquired && owner_->commands.fencing()) return write_back();
   if (op_) op_->on_decided(*this);
 }

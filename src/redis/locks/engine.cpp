@@ -5,6 +5,7 @@
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/bind_executor.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
 #include <utility>
@@ -16,16 +17,17 @@ using std::chrono::milliseconds;
 // ---------------------------------------------------------------- lock_engine
 
 lock_engine::lock_engine(asio::any_io_executor ex, std::vector<std::shared_ptr<connection_impl>> m,
-                         hold_commands c, redlock_options o, lock_kind kind)
+                         hold_commands c, redlock_options o, lock_kind kind, std::string invalid)
     : executor(std::move(ex)),
       masters(std::move(m)),
       commands(std::move(c)),
       options(o),
       observed(o.observer, masters.empty() ? nullptr : masters[0]->opts().observer, commands.key, kind),
-      hold(executor, drift_of(o)),
+      hold(executor, hold_drift()),
+      invalid_reason(std::move(invalid)),
       retry_pause(executor),
       unsettled(masters.size()),
-      deadlines(executor, o.master_timeout),
+      deadline_timer_(executor),
       random_(jitter_seed()) {
   hold.observe(&observed);
   if (o.stall) hold.watch_stalls(o.stall);
@@ -38,17 +40,30 @@ lock_engine::lock_engine(asio::any_io_executor ex, std::vector<std::shared_ptr<c
   }
 }
 
-void lock_engine::attach_hold() {
-  deadlines.attach(weak_from_this());
-  hold.attach(weak_from_this());
-  hold.on_lost([weak = weak_from_this()](error_code why) {
-    auto self = weak.lock();
-    if (!self) return;
-    if (dlock::detail::log_enabled(log_level::warning))
-      dlock::detail::log(log_level::warning, "lock " + self->commands.key + ": lost (" + why.message() + "); " +
-                                                 self->last_outcomes());
-    self->release_in_background();
+std::shared_ptr<lock_engine> lock_engine::make(asio::any_io_executor executor,
+                                               std::vector<std::shared_ptr<connection_impl>> masters,
+                                               hold_commands commands, redlock_options options, lock_kind kind,
+                                               std::string invalid_reason) {
+  auto engine = std::make_shared<lock_engine>(std::move(executor), std::move(masters), std::move(commands), options,
+                                              kind, std::move(invalid_reason));
+  engine->hold.attach(engine);
+  engine->hold.on_lost([weak = std::weak_ptr(engine)](error_code why) {
+    if (auto self = weak.lock()) self->on_lost(why);
   });
+  return engine;
+}
+
+// A lost hold's keys are deleted in the background.
+void lock_engine::on_lost(error_code why) {
+  if (dlock::detail::log_enabled(log_level::warning))
+    dlock::detail::log(log_level::warning, "lock " + commands.key + ": lost (" + why.message() + "); " + last_outcomes());
+  release_in_background(hold.token());
+}
+
+bool lock_engine::every_master_closed() const noexcept {
+  for (const auto& master : masters)
+    if (master->state() != connection_state::closed) return false;
+  return !masters.empty();
 }
 
 namespace {
@@ -62,7 +77,7 @@ auto async_extend(std::shared_ptr<lock_engine> owner, milliseconds ttl, Token&& 
       token, std::move(owner), ttl);
 }
 
-// One step of the hold's auto-extension: a Redlock extend round.
+// One step of the hold's auto-extension: an extend round.
 asio::awaitable<error_code> auto_extend_step(std::weak_ptr<lock_engine> weak) {
   auto self = weak.lock();
   if (!self) co_return make_error_code(dlock::error::not_held);
@@ -81,16 +96,8 @@ void lock_engine::begin_hold(std::string_view token, redlock_clock::time_point s
   hold.extend_automatically(settings, [weak] { return auto_extend_step(weak); });
 }
 
-void lock_engine::release_in_background() {
-  std::make_shared<release_fanout>(shared_from_this(), hold.token())->start();
-}
-
-void lock_engine::release_in_background(std::string_view t) {
-  std::make_shared<release_fanout>(shared_from_this(), t)->start();
-}
-
-void lock_engine::release_in_background(std::string_view t, std::size_t master) {
-  std::make_shared<release_fanout>(shared_from_this(), t)->start(master);
+void lock_engine::release_in_background(std::string_view token, std::optional<std::size_t> master) {
+  std::make_shared<release_fanout>(shared_from_this(), token)->start(master);
 }
 
 void lock_engine::raise_counter(std::size_t master, std::int64_t token) {
@@ -103,7 +110,7 @@ void lock_engine::note_unsettled(std::size_t master, std::string attempt_token, 
   if (!unsettled.note(master, std::move(attempt_token), why, redlock_clock::now(), options.ttl)) return;
   std::weak_ptr<lock_engine> weak = weak_from_this();
   auto on_reconnected = [weak, master](error_code ec) {
-    auto self = weak.lock();  // a redlock destroyed meanwhile sends nothing
+    auto self = weak.lock();  // a lock destroyed meanwhile sends nothing
     if (!self) return;
     self->unsettled.reconnected(master);
     if (!ec) self->resend_unsettled_cleanups(master);
@@ -113,39 +120,114 @@ void lock_engine::note_unsettled(std::size_t master, std::string attempt_token, 
                               asio::bind_executor(executor, on_reconnected));
 }
 
-void lock_engine::resend_unsettled_cleanups() {
+void lock_engine::resend_unsettled_cleanups(std::optional<std::size_t> only) {
   if (unsettled.empty()) return;  // the common case, before every attempt
-  for (std::size_t master = 0; master < masters.size(); ++master) resend_unsettled_cleanups(master);
+  auto now = redlock_clock::now();
+  for (std::size_t master = 0; master < masters.size(); ++master)
+    if (!only || master == *only)
+      for (auto& token : unsettled.take(master, now)) release_in_background(token, master);
 }
 
-void lock_engine::resend_unsettled_cleanups(std::size_t master) {
-  for (auto& token : unsettled.take(master, redlock_clock::now())) release_in_background(token, master);
+void lock_engine::after_cleanups(const void* who, std::function<void()> then) {
+  cleanup_waiters_.push_back({who, std::move(then)});
+}
+
+void lock_engine::forget_cleanup_waiter(const void* who) {
+  std::erase_if(cleanup_waiters_, [who](const cleanup_waiter& w) { return w.who == who; });
 }
 
 void lock_engine::cleanup_settled() {
   if (--cleanups_in_flight > 0) return;
-  for (auto& w : std::exchange(settle_waiters, {})) w->op.complete(dlock::detail::completion::post, executor, {});
-  if (after_cleanups) std::exchange(after_cleanups, nullptr)();
+  for (auto& waiter : std::exchange(cleanup_waiters_, {})) waiter.then();
+}
+
+namespace {
+
+struct settle_waiter {
+  dlock::detail::op_base<void(error_code)> op;
+};
+
+}  // namespace
+
+void start_settle(std::shared_ptr<lock_engine> owner, asio::any_completion_handler<void(error_code)> handler) {
+  auto waiter = std::make_shared<settle_waiter>(settle_waiter{dlock::detail::op_base<void(error_code)>(std::move(handler))});
+  // A cancelled wait ends at once; the deletes go on.
+  auto on_cancel = [weak_owner = std::weak_ptr(owner), weak = std::weak_ptr(waiter)](asio::cancellation_type) {
+    auto self = weak_owner.lock();
+    auto w = weak.lock();
+    if (!self || !w) return;
+    self->forget_cleanup_waiter(w.get());
+    w->op.complete(dlock::detail::completion::post, self->executor, asio::error::operation_aborted);
+  };
+  waiter->op.hook_cancellation(owner->executor, on_cancel);
+  auto& executor = owner->executor;
+  asio::post(executor, [owner = std::move(owner), waiter = std::move(waiter)] {
+    if (waiter->op.done()) return;  // cancelled on the way
+    auto settled = [executor = owner->executor, waiter] {
+      waiter->op.complete(dlock::detail::completion::post, executor, error_code());
+    };
+    if (owner->cleanups_in_flight == 0) return settled();
+    owner->after_cleanups(waiter.get(), std::move(settled));
+  });
 }
 
 void lock_engine::note_outcomes(const redlock_round& round) {
-  outcomes.clear();
-  for (std::size_t i = 0; i < round.masters(); ++i) outcomes.push_back(round.outcome(i));
+  outcomes_.clear();
+  for (std::size_t i = 0; i < round.masters(); ++i) outcomes_.push_back(round.outcome(i));
 }
 
 std::string lock_engine::last_outcomes() const {
   std::string text;
-  for (std::size_t i = 0; i < outcomes.size(); ++i) {
+  for (std::size_t i = 0; i < outcomes_.size(); ++i) {
     if (i) text += ' ';
     text += names[i];
     text += '=';
-    text += to_string(outcomes[i]);
+    text += to_string(outcomes_[i]);
   }
   return text;
 }
 
 double lock_engine::random_unit() {
   return std::uniform_real_distribution<double>(0.0, 1.0)(random_);
+}
+
+// ------------------------------------------------------------- deadline queue
+
+void lock_engine::watch_deadline(deadline_entry& entry) {
+  entry.due = std::chrono::steady_clock::now() + options.master_timeout;
+  deadlines_.push_back(entry);
+  arm_deadline_timer();
+}
+
+void lock_engine::unwatch_deadline(deadline_entry& entry) noexcept {
+  if (entry.is_linked()) deadlines_.erase(deadlines_.iterator_to(entry));
+}
+
+// Armed for the oldest watched deadline; if that fan-out finished meanwhile
+// the timer wakes a little early and re-arms for the next one.
+void lock_engine::arm_deadline_timer() {
+  if (deadline_timer_armed_ || deadlines_.empty()) return;
+  deadline_timer_armed_ = true;
+  deadline_timer_.expires_at(deadlines_.front().due);
+  deadline_timer_.async_wait([weak = weak_from_this()](error_code) {
+    if (auto self = weak.lock()) self->on_deadline_timer();
+  });
+}
+
+// Fan-outs due within a sixteenth of the timeout are expired together with
+// the first (a little early, never late): under a dead master every fan-out
+// runs into its deadline, and one wake-up per batch is cheaper than one each.
+void lock_engine::on_deadline_timer() {
+  deadline_timer_armed_ = false;
+  auto now = std::chrono::steady_clock::now() + options.master_timeout / 16;
+  while (!deadlines_.empty() && deadlines_.front().due <= now) {
+    fanout* expiring = deadlines_.front().op;
+    deadlines_.pop_front();
+    // A fan-out in the queue is alive (~fanout leaves it); locked so that
+    // expire() may drop the last command holding it.
+    if (auto op = expiring->weak_from_this().lock()) op->expire();  // may watch new fan-outs (a cleanup, a retry)
+  }
+  arm_deadline_timer();
 }
 
 // ---------------------------------------------------------------------- fanout
@@ -155,7 +237,7 @@ fanout::fanout(std::shared_ptr<lock_engine> owner)
   deadline_.op = this;
 }
 
-fanout::~fanout() { owner_->deadlines.unwatch(deadline_); }
+fanout::~fanout() { owner_->unwatch_deadline(deadline_); }
 
 void fanout::track(std::size_t index) {
   if (!masters_[index].in_flight) {
@@ -180,8 +262,8 @@ void fanout::send(std::size_t index, const std::shared_ptr<fanout>& self) {
 }
 
 void fanout::arm_deadline() {
-  if (!owner_->deadlines.timed() || deadline_.is_linked() || pending_ == 0) return;
-  owner_->deadlines.watch(deadline_);
+  if (!owner_->timed() || deadline_.is_linked() || pending_ == 0) return;
+  owner_->watch_deadline(deadline_);
 }
 
 // Out of the queue already (the timer took it out).
@@ -207,7 +289,7 @@ void fanout::on_reply(std::size_t index, error_code ec, const reply& answer) {
   --pending_;
   on_answer(index, ec, answer);  // may send a follow-up to the same master
   if (pending_ == 0) {
-    owner_->deadlines.unwatch(deadline_);
+    owner_->unwatch_deadline(deadline_);
     on_all_answered();
   }
 }
@@ -217,22 +299,33 @@ void fanout::on_reply(std::size_t index, error_code ec, const reply& answer) {
 round_fanout::round_fanout(std::shared_ptr<lock_engine> owner, round_kind kind, milliseconds ttl,
                            redlock_clock::time_point start)
     : fanout(std::move(owner)),
-      report_(*owner_, kind),
+      // The observer hears of Redlock rounds only.
+      report_(owner_->observed && !owner_->commands.one_server(), owner_->names, kind),
       attempt_(owner_->commands, kind, owner_->masters.size(), ttl, owner_->hold_drift(), start) {}
 
 void round_fanout::on_answer(std::size_t index, error_code ec, const reply& answer) {
-  auto reaction = attempt_.on_answer(index, ec, answer, redlock_clock::now(), deadline_passed());
+  auto now = redlock_clock::now();
+  auto reaction = attempt_.on_answer(index, ec, answer, now, deadline_passed());
   if (reaction.resend) return send(index);
-  report_.answered(index, reaction.outcome, ec, attempt_.round().start());
+  report_.answered(index, reaction.outcome, ec, attempt_.round().start(), now);
   if (reaction.decided) return decided();
   if (reaction.raise_counter) owner_->raise_counter(index, attempt_.round().fencing_token());
   if (reaction.release) owner_->release_in_background(round_token(), index);
 }
 
 void round_fanout::on_deadline() {
-  bool decided_now = attempt_.on_deadline(redlock_clock::now());
-  report_.time_out_pending(attempt_.round().start());
+  auto now = redlock_clock::now();
+  bool decided_now = attempt_.on_deadline(now);
+  report_.time_out_pending(attempt_.round().start(), now);
   if (decided_now) decided();
+}
+
+void round_fanout::report_decision() {
+  report_.decided(attempt_.round().failure(), attempt_.round().start(), redlock_clock::now());
+}
+
+void round_fanout::on_all_answered() {
+  if (auto told = report_.settled(owner_->observed.id())) owner_->observed.to()->on_redlock_round(*told);
 }
 
 // -------------------------------------------------------------- release_fanout
@@ -244,22 +337,13 @@ release_fanout::release_fanout(std::shared_ptr<lock_engine> owner, std::string_v
   owner_->commands.release(command(), token);
 }
 
-void release_fanout::count_as_cleanup() {
+void release_fanout::start(std::optional<std::size_t> master) {
   cleanup_ = !done_.has_handler();
   if (cleanup_) ++owner_->cleanups_in_flight;
-}
-
-void release_fanout::start() {
-  count_as_cleanup();
-  tally_.emplace(owner_->masters.size(), owner_->masters.size(), owner_->commands.one_server());
-  send_to_all();
-  arm_deadline();
-}
-
-void release_fanout::start(std::size_t master) {
-  count_as_cleanup();
-  tally_.emplace(owner_->masters.size(), 1, owner_->commands.one_server());
-  send(master);
+  auto masters = owner_->masters.size();
+  tally_.emplace(masters, master ? 1 : masters, owner_->commands.one_server());
+  if (master) send(*master);
+  else send_to_all();
   arm_deadline();
 }
 
@@ -275,19 +359,14 @@ void release_fanout::on_all_answered() {
   if (std::exchange(cleanup_, false)) owner_->cleanup_settled();
 }
 
+// The user's release() ends here (a background one has no handler).
 void release_fanout::complete(error_code ec) {
   if (!done_.has_handler() || done_.done()) return;
-  if (ends_release_) {
-    owner_->releasing = false;
-    owner_->released_masters = tally_->released();
-  }
+  owner_->releasing = false;
+  owner_->released_masters = tally_->released();
   done_.complete(in_place_ ? dlock::detail::completion::in_place : dlock::detail::completion::dispatch,
                  owner_->executor, ec);
 }
-
-}  // namespace dlock::redis::detail
-
-namespace dlock::redis::detail {
 
 // ---------------------------------------------------------- fencing_write_back
 
@@ -295,10 +374,8 @@ fencing_write_back::fencing_write_back(std::shared_ptr<lock_engine> owner, std::
                                        std::size_t asked, report_function report)
     : fanout(std::move(owner)), tally_(token, needed, asked), report_(std::move(report)) {
   auto text = std::to_string(token);
-  set_command(fencing_write_back_script(), {owner_->commands.counter_key}, {text});
+  command().set(fencing_write_back_script(), {owner_->commands.counter_key}, {text});
 }
-
-void fencing_write_back::send_to(std::size_t master) { send(master); }
 
 void fencing_write_back::start() {
   if (auto refused = tally_.at_start()) return finish(*refused);

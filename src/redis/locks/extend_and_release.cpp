@@ -55,7 +55,7 @@ class extend_op final : public round_fanout {
   }
   void decided() override {
     const auto& round = attempt_.round();
-    report_.decided(round.failure(), round.start());
+    report_decision();
     if (op_.done()) return;  // cancelled: the hold is left as it was
     if (owner_->hold.id() != hold_id_ || !owner_->hold.held())
       return complete(not_extendable(*owner_));  // released or lost meanwhile
@@ -78,9 +78,7 @@ class extend_op final : public round_fanout {
 
 // The new release() of the hold: compare-and-delete on every master.
 void send_release(std::shared_ptr<lock_engine> owner, std::string token, handler0 handler, bool in_place) {
-  auto op = std::make_shared<release_fanout>(std::move(owner), token, std::move(handler), in_place);
-  op->ends_release();
-  op->start();
+  std::make_shared<release_fanout>(std::move(owner), token, std::move(handler), in_place)->start();
 }
 
 }  // namespace
@@ -142,9 +140,9 @@ void abandon(std::shared_ptr<lock_engine> owner) {
     if (!owner->hold.held()) return;
     if (!owner->options.auto_extend) {  // nothing to wait for: the delete is queued now
       owner->hold.end();
-      return owner->release_in_background();
+      return owner->release_in_background(owner->hold.token());
     }
-    owner->hold.end([owner](error_code) { owner->release_in_background(); });  // after an extension in flight
+    owner->hold.end([owner](error_code) { owner->release_in_background(owner->hold.token()); });  // after an extension in flight
   });
 }
 

@@ -48,11 +48,8 @@ redlock::redlock(asio::any_io_executor executor, std::vector<std::shared_ptr<con
   std::vector<std::shared_ptr<detail::connection_impl>> connections;
   for (auto& master : masters) connections.push_back(detail::connection_access::impl(*master));
   auto commands = detail::hold_commands::redlock(std::move(key), options.fencing);
-  impl_ = std::make_shared<detail::lock_engine>(std::move(executor), std::move(connections), std::move(commands),
-                                                options, lock_kind::redlock);
-  if (!reason.empty()) impl_->invalid = dlock::error::invalid_argument;
-  impl_->invalid_reason = std::move(reason);
-  impl_->attach_hold();
+  impl_ = detail::lock_engine::make(std::move(executor), std::move(connections), std::move(commands), options,
+                                    lock_kind::redlock, std::move(reason));
 }
 
 redlock::~redlock() {
@@ -61,25 +58,7 @@ redlock::~redlock() {
 
 redlock::executor_type redlock::get_executor() const noexcept { return impl_->executor; }
 
-void redlock::start_settle(handler0 handler) {
-  auto waiter = std::make_shared<detail::lock_engine::settle_waiter>(
-      detail::lock_engine::settle_waiter{dlock::detail::op_base<void(error_code)>(std::move(handler))});
-  // A cancelled wait leaves the list at once; the deletes go on.
-  auto on_cancel = [owner = std::weak_ptr(impl_), weak = std::weak_ptr(waiter)](asio::cancellation_type) {
-    auto impl = owner.lock();
-    auto w = weak.lock();
-    if (!impl || !w) return;
-    std::erase(impl->settle_waiters, w);
-    w->op.complete(dlock::detail::completion::post, impl->executor, asio::error::operation_aborted);
-  };
-  waiter->op.hook_cancellation(impl_->executor, on_cancel);
-  asio::post(impl_->executor, [impl = impl_, waiter = std::move(waiter)]() mutable {
-    if (waiter->op.done()) return;  // cancelled on the way
-    if (impl->cleanups_in_flight == 0)
-      return waiter->op.complete(dlock::detail::completion::post, impl->executor, error_code());
-    impl->settle_waiters.push_back(std::move(waiter));
-  });
-}
+void redlock::start_settle(handler0 handler) { detail::start_settle(impl_, std::move(handler)); }
 
 void redlock::start_lock(handler0 handler, bool retry, std::optional<std::chrono::milliseconds> wait,
                          bool in_place) {

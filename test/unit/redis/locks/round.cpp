@@ -411,4 +411,36 @@ BOOST_AUTO_TEST_CASE(fencing_tokens_never_go_back_over_failures_restarts_and_par
   BOOST_TEST(granted > 0);  // rounds were won: the check above ran
 }
 
+// What the observer is told of a round: the first answer of each master
+// (a resend's does not count), the ones still pending at the deadline as
+// timed out, the decision; once, and nothing at all when nobody observes.
+BOOST_AUTO_TEST_CASE(a_round_report_tells_each_masters_vote_once) {
+  using dlock::master_answer;
+  using dlock::redis::detail::round_report;
+  const std::vector<std::string> names{"a:1", "b:2", "c:3"};
+  const dlock::lock_id lock{"k", dlock::lock_kind::redlock};
+  round_report report(true, names, dlock::round_kind::acquire);
+  report.answered(0, master_outcome::ok, {}, t0, t0 + 3ms);
+  report.answered(0, master_outcome::failed, make_error_code(dlock::error::closed), t0, t0 + 9ms);  // not counted
+  report.answered(1, master_outcome::taken, {}, t0, t0 + 5ms);
+  report.decided(make_error_code(dlock::error::taken), t0, t0 + 6ms);
+  report.time_out_pending(t0, t0 + 50ms);
+  auto told = report.settled(lock);
+  BOOST_REQUIRE(told.has_value());
+  BOOST_TEST(told->decision == make_error_code(dlock::error::taken));
+  BOOST_TEST(told->decided_after.count() == std::chrono::nanoseconds(6ms).count());
+  BOOST_REQUIRE(told->masters.size() == 3u);
+  BOOST_TEST((told->masters[0].answer == master_answer::yes));
+  BOOST_TEST(told->masters[0].latency.count() == std::chrono::nanoseconds(3ms).count());
+  BOOST_TEST((told->masters[1].answer == master_answer::taken));
+  BOOST_TEST((told->masters[2].answer == master_answer::timed_out));
+  BOOST_TEST(told->masters[2].error == make_error_code(dlock::error::timed_out));
+  BOOST_TEST(told->masters[2].master == "c:3");
+  BOOST_TEST(!report.settled(lock).has_value());  // once
+
+  round_report unobserved(false, names, dlock::round_kind::extend);
+  unobserved.answered(0, master_outcome::ok, {}, t0, t0);
+  BOOST_TEST(!unobserved.settled(lock).has_value());
+}
+
 BOOST_AUTO_TEST_SUITE_END()
