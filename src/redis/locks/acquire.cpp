@@ -227,19 +227,13 @@ void acquire_attempt::decided() {
 void acquire_attempt::write_back() {
   auto needed = attempt_.write_back_needed();
   auto targets = attempt_.write_back_targets();
-  if (needed == 0 && targets.empty()) {  // every master holds the token (one server always)
-    if (op_) op_->on_decided(*this);
-    return;
-  }
-  fencing_write_back::report_function report;
+  std::function<void(error_code)> report;
   if (needed > 0) {
     auto self = std::static_pointer_cast<acquire_attempt>(shared_from_this());
     report = [self](error_code ec) { self->written_back(ec); };
   }
-  auto raise = std::make_shared<fencing_write_back>(owner_, round().fencing_token(), needed, targets.size(),
-                                                    std::move(report));
-  for (auto master : targets) raise->send_to(master);
-  raise->start();
+  // Nothing to write when every master holds the token (one server always).
+  if (needed > 0 || !targets.empty()) owner_->write_back(round().fencing_token(), needed, targets, std::move(report));
   if (needed == 0 && op_) op_->on_decided(*this);
 }
 

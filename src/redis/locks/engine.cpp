@@ -68,21 +68,16 @@ bool lock_engine::every_master_closed() const noexcept {
 
 namespace {
 
-template <class Token>
-auto async_extend(std::shared_ptr<lock_engine> owner, milliseconds ttl, Token&& token) {
-  return asio::async_initiate<Token, void(error_code)>(
-      [](auto handler, std::shared_ptr<lock_engine> o, milliseconds t) {
-        start_extend(std::move(o), t, asio::any_completion_handler<void(error_code)>(std::move(handler)));
-      },
-      token, std::move(owner), ttl);
-}
-
 // One step of the hold's auto-extension: an extend round.
 asio::awaitable<error_code> auto_extend_step(std::weak_ptr<lock_engine> weak) {
   auto self = weak.lock();
   if (!self) co_return make_error_code(dlock::error::not_held);
-  auto ttl = self->options.ttl;
-  auto [ec] = co_await async_extend(self, ttl, asio::as_tuple(asio::use_awaitable));
+  auto extend = [](auto handler, std::shared_ptr<lock_engine> owner) {
+    auto ttl = owner->options.ttl;
+    start_extend(std::move(owner), ttl, asio::any_completion_handler<void(error_code)>(std::move(handler)));
+  };
+  auto token = asio::as_tuple(asio::use_awaitable);
+  auto [ec] = co_await asio::async_initiate<decltype(token), void(error_code)>(extend, token, std::move(self));
   co_return ec;
 }
 
@@ -94,16 +89,6 @@ void lock_engine::begin_hold(std::string_view token, redlock_clock::time_point s
   auto_extend_settings settings{options.ttl, options.extend_fraction, options.max_hold};
   std::weak_ptr<lock_engine> weak = weak_from_this();
   hold.extend_automatically(settings, [weak] { return auto_extend_step(weak); });
-}
-
-void lock_engine::release_in_background(std::string_view token, std::optional<std::size_t> master) {
-  std::make_shared<release_fanout>(shared_from_this(), token)->start(master);
-}
-
-void lock_engine::raise_counter(std::size_t master, std::int64_t token) {
-  auto raise = std::make_shared<fencing_write_back>(shared_from_this(), token, 0, 1, nullptr);
-  raise->send_to(master);
-  raise->start();
 }
 
 void lock_engine::note_unsettled(std::size_t master, std::string attempt_token, error_code why) {
@@ -176,16 +161,7 @@ void lock_engine::note_outcomes(const redlock_round& round) {
   for (std::size_t i = 0; i < round.masters(); ++i) outcomes_.push_back(round.outcome(i));
 }
 
-std::string lock_engine::last_outcomes() const {
-  std::string text;
-  for (std::size_t i = 0; i < outcomes_.size(); ++i) {
-    if (i) text += ' ';
-    text += names[i];
-    text += '=';
-    text += to_string(outcomes_[i]);
-  }
-  return text;
-}
+std::string lock_engine::last_outcomes() const { return describe(names, outcomes_); }
 
 double lock_engine::random_unit() {
   return std::uniform_real_distribution<double>(0.0, 1.0)(random_);
@@ -309,7 +285,7 @@ void round_fanout::on_answer(std::size_t index, error_code ec, const reply& answ
   if (reaction.resend) return send(index);
   report_.answered(index, reaction.outcome, ec, attempt_.round().start(), now);
   if (reaction.decided) return decided();
-  if (reaction.raise_counter) owner_->raise_counter(index, attempt_.round().fencing_token());
+  if (reaction.raise_counter) owner_->write_back(attempt_.round().fencing_token(), 0, {&index, 1}, nullptr);
   if (reaction.release) owner_->release_in_background(round_token(), index);
 }
 
@@ -330,64 +306,108 @@ void round_fanout::on_all_answered() {
 
 // -------------------------------------------------------------- release_fanout
 
-release_fanout::release_fanout(std::shared_ptr<lock_engine> owner, std::string_view token, done_handler done,
-                               bool in_place)
-    : fanout(std::move(owner)), in_place_(in_place), done_(std::move(done)) {
-  if (!done_.has_handler()) token_ = token;
-  owner_->commands.release(command(), token);
+namespace {
+
+/// Compare-and-delete on some or all masters. A user's release() (with a
+/// handler) completes as soon as the outcome is known: a majority released
+/// (the lock is free), or too many masters said no or failed for that; the
+/// remaining answers are still awaited (up to the per-master timeout) but
+/// nobody waits for them. A background one (no handler) counts in
+/// cleanups_in_flight until every master answered.
+class release_fanout final : public fanout {
+ public:
+  using done_handler = asio::any_completion_handler<void(error_code)>;
+  // The handler is taken here: any_completion_handler's assignment is broken in Asio 1.81.
+  release_fanout(std::shared_ptr<lock_engine> owner, std::string_view token, done_handler done = {},
+                 bool in_place = false)
+      : fanout(std::move(owner)), in_place_(in_place), done_(std::move(done)) {
+    if (!done_.has_handler()) token_ = token;
+    owner_->commands.release(command(), token);
+  }
+
+  void start(std::optional<std::size_t> master) {  // every master, or one
+    cleanup_ = !done_.has_handler();
+    if (cleanup_) ++owner_->cleanups_in_flight;
+    auto masters = owner_->masters.size();
+    tally_.emplace(masters, master ? 1 : masters, owner_->commands.one_server());
+    if (master) send(*master);
+    else send_to_all();
+    arm_deadline();
+  }
+
+ private:
+  void on_answer(std::size_t index, error_code ec, const reply& answer) override {
+    if (tally_->resend(ec, deadline_passed())) return send(index);
+    if (ec && cleanup_) owner_->note_unsettled(index, token_, ec);
+    if (auto outcome = tally_->record(ec, answer)) complete(*outcome);
+  }
+
+  void on_all_answered() override {
+    complete(tally_->all_answered());  // with a handler, reached only when a subset was asked
+    if (std::exchange(cleanup_, false)) owner_->cleanup_settled();
+  }
+
+  // The user's release() ends here (a background one has no handler).
+  void complete(error_code ec) {
+    if (!done_.has_handler() || done_.done()) return;
+    owner_->releasing = false;
+    owner_->released_masters = tally_->released();
+    done_.complete(in_place_ ? dlock::detail::completion::in_place : dlock::detail::completion::dispatch,
+                   owner_->executor, ec);
+  }
+
+  std::optional<release_tally> tally_;  // set by start()
+  bool in_place_;
+  bool cleanup_ = false;  // a background release counted in cleanups_in_flight, until settled
+  dlock::detail::op_base<void(error_code)> done_;  // none: a background release
+  std::string token_;  // a background release's only: noted if a master fails it
+};
+
+/// Step 4's write-back, decided by a write_back_tally (algorithm/quorum.hpp).
+class fencing_write_back final : public fanout {
+ public:
+  using report_function = std::function<void(error_code)>;
+  fencing_write_back(std::shared_ptr<lock_engine> owner, std::int64_t token, std::size_t needed,
+                     std::size_t asked, report_function report)
+      : fanout(std::move(owner)), tally_(token, needed, asked), report_(std::move(report)) {
+    command().set(fencing_write_back_script(), {owner_->commands.counter_key}, {std::to_string(token)});
+  }
+
+  void start(std::span<const std::size_t> targets) {
+    for (auto master : targets) send(master);
+    if (auto refused = tally_.at_start()) return finish(*refused);
+    arm_deadline();
+  }
+
+ private:
+  void on_answer(std::size_t, error_code ec, const reply& answer) override {
+    if (auto outcome = tally_.record(ec, answer)) finish(*outcome);
+  }
+  void on_deadline() override { finish(write_back_tally::at_deadline()); }
+  void finish(error_code ec) {
+    if (auto report = std::exchange(report_, nullptr)) report(ec);
+  }
+
+  write_back_tally tally_;
+  report_function report_;
+};
+
+}  // namespace
+
+void lock_engine::release_in_background(std::string_view token, std::optional<std::size_t> master) {
+  std::make_shared<release_fanout>(shared_from_this(), token)->start(master);
 }
 
-void release_fanout::start(std::optional<std::size_t> master) {
-  cleanup_ = !done_.has_handler();
-  if (cleanup_) ++owner_->cleanups_in_flight;
-  auto masters = owner_->masters.size();
-  tally_.emplace(masters, master ? 1 : masters, owner_->commands.one_server());
-  if (master) send(*master);
-  else send_to_all();
-  arm_deadline();
+void lock_engine::release(std::string_view token, asio::any_completion_handler<void(error_code)> done,
+                          bool in_place) {
+  std::make_shared<release_fanout>(shared_from_this(), token, std::move(done), in_place)->start(std::nullopt);
 }
 
-void release_fanout::on_answer(std::size_t index, error_code ec, const reply& answer) {
-  if (tally_->resend(ec, deadline_passed())) return send(index);
-  if (ec && cleanup_) owner_->note_unsettled(index, token_, ec);
-  if (auto outcome = tally_->record(ec, answer)) complete(*outcome);
-}
-
-void release_fanout::on_all_answered() {
-  // With a handler, reached only when a subset was asked.
-  complete(tally_->all_answered());
-  if (std::exchange(cleanup_, false)) owner_->cleanup_settled();
-}
-
-// The user's release() ends here (a background one has no handler).
-void release_fanout::complete(error_code ec) {
-  if (!done_.has_handler() || done_.done()) return;
-  owner_->releasing = false;
-  owner_->released_masters = tally_->released();
-  done_.complete(in_place_ ? dlock::detail::completion::in_place : dlock::detail::completion::dispatch,
-                 owner_->executor, ec);
-}
-
-// ---------------------------------------------------------- fencing_write_back
-
-fencing_write_back::fencing_write_back(std::shared_ptr<lock_engine> owner, std::int64_t token, std::size_t needed,
-                                       std::size_t asked, report_function report)
-    : fanout(std::move(owner)), tally_(token, needed, asked), report_(std::move(report)) {
-  auto text = std::to_string(token);
-  command().set(fencing_write_back_script(), {owner_->commands.counter_key}, {text});
-}
-
-void fencing_write_back::start() {
-  if (auto refused = tally_.at_start()) return finish(*refused);
-  arm_deadline();
-}
-
-void fencing_write_back::on_answer(std::size_t, error_code ec, const reply& answer) {
-  if (auto outcome = tally_.record(ec, answer)) finish(*outcome);
-}
-
-void fencing_write_back::finish(error_code ec) {
-  if (auto report = std::exchange(report_, nullptr)) report(ec);
+void lock_engine::write_back(std::int64_t token, std::size_t needed, std::span<const std::size_t> targets,
+                             std::function<void(error_code)> report) {
+  auto raise = std::make_shared<fencing_write_back>(shared_from_this(), token, needed, targets.size(),
+                                                    std::move(report));
+  raise->start(targets);
 }
 
 }  // namespace dlock::redis::detail

@@ -1,7 +1,7 @@
 // The one Redis lock shell: a lock_engine drives a hold on N servers, one
 // for redis::lock and redis::semaphore, N for redis::redlock, sending one
 // command to every master at once (with Redlock's per-master timeout) and
-// doing what algorithm/ decides (hold_commands.hpp says what is sent).
+// doing what algorithm/ decides (algorithm/attempt.hpp's hold_commands says what is sent).
 // Private to src/redis/locks/.
 #pragma once
 
@@ -17,7 +17,6 @@
 #include "redis/locks/algorithm/round.hpp"
 #include "redis/locks/algorithm/scripts.hpp"
 #include "redis/locks/hold.hpp"
-#include "redis/locks/hold_commands.hpp"
 
 #include <boost/asio/steady_timer.hpp>
 #include <boost/container/small_vector.hpp>
@@ -29,6 +28,7 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -106,9 +106,15 @@ class lock_engine : public std::enable_shared_from_this<lock_engine> {
 
   /// Compare-and-delete of `token` on every master, or on one.
   void release_in_background(std::string_view token, std::optional<std::size_t> master = std::nullopt);
-  /// Fencing: a master's counter found behind the held `token` is raised to
-  /// it, in the background.
-  void raise_counter(std::size_t master, std::int64_t token);
+  /// release(): the same, on every master, told to `done` as soon as the
+  /// outcome is known (a majority released, or cannot); `in_place`: `done`
+  /// runs on the executor.
+  void release(std::string_view token, asio::any_completion_handler<void(error_code)> done, bool in_place);
+  /// Fencing (step 4 of acquire.cpp): max(counter, `token`) on `targets`,
+  /// told to `report` once `needed` of them confirmed (or cannot); without a
+  /// report, only raised, in the background.
+  void write_back(std::int64_t token, std::size_t needed, std::span<const std::size_t> targets,
+                  std::function<void(error_code)> report);
   /// Not yet answered (or timed out) by every master they went to.
   int cleanups_in_flight = 0;
   /// `then` runs once none is in flight (an acquire's next attempt, a
@@ -224,54 +230,6 @@ class round_fanout : public fanout {
   void on_answer(std::size_t index, error_code ec, const reply& answer) final;
   void on_deadline() final;
   void on_all_answered() final;
-};
-
-/// Compare-and-delete on some or all masters. A user's release() (with a
-/// handler) completes as soon as the outcome is known: a majority released
-/// (the lock is free), or too many masters said no or failed for that; the
-/// remaining answers are still awaited (up to the per-master timeout) but
-/// nobody waits for them. A background one (no handler) counts in
-/// cleanups_in_flight until every master answered.
-class release_fanout final : public fanout {
- public:
-  using done_handler = asio::any_completion_handler<void(error_code)>;
-  // The handler is taken here: any_completion_handler's assignment is broken in Asio 1.81.
-  // `in_place`: `done` runs on the lock's executor.
-  release_fanout(std::shared_ptr<lock_engine> owner, std::string_view token, done_handler done = {},
-                 bool in_place = false);
-  void start(std::optional<std::size_t> master = std::nullopt);  // every master, or one
-
- private:
-  void on_answer(std::size_t index, error_code ec, const reply& answer) override;
-  void on_all_answered() override;
-  void complete(error_code ec);
-
-  std::optional<release_tally> tally_;  // set by start()
-  bool in_place_;
-  bool cleanup_ = false;  // a background release counted in cleanups_in_flight, until settled
-  dlock::detail::op_base<void(error_code)> done_;  // none: a background release
-  std::string token_;  // a background release's only: noted if a master fails it
-};
-
-/// Step 4's write-back: max(counter, token) on the masters behind the
-/// token, decided by a write_back_tally (algorithm/quorum.hpp). It reports as
-/// soon as `needed` of them confirmed (or that they cannot); without a
-/// report function it only raises them, in the background.
-class fencing_write_back final : public fanout {
- public:
-  using report_function = std::function<void(error_code)>;
-  fencing_write_back(std::shared_ptr<lock_engine> owner, std::int64_t token, std::size_t needed,
-                     std::size_t asked, report_function report);
-  void send_to(std::size_t master) { send(master); }  // each of the `asked`, then start()
-  void start();
-
- private:
-  void on_answer(std::size_t, error_code ec, const reply& answer) override;
-  void on_deadline() override { finish(write_back_tally::at_deadline()); }
-  void finish(error_code ec);
-
-  write_back_tally tally_;
-  report_function report_;
 };
 
 // The operations every lock shares; the public handles (lock.cpp,

@@ -1,6 +1,6 @@
 // redis::basic_hold, redis::lock and redis::semaphore: the lock engine
 // (engine.hpp) over one server, as redis::redlock is over N. Only the
-// commands (hold_commands.cpp) and the options' words differ.
+// commands (hold_commands, algorithm/attempt.hpp) and the options' words differ.
 #include <dlock/redis/lock.hpp>
 #include <dlock/redis/semaphore.hpp>
 

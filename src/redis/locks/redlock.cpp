@@ -2,13 +2,11 @@
 // masters. The algorithm itself is in acquire.cpp.
 #include <dlock/redis/redlock.hpp>
 
+#include "redis/locks/algorithm/options.hpp"
 #include "redis/locks/engine.hpp"
 
-#include <dlock/limits.hpp>
 #include <dlock/log.hpp>
 
-#include <boost/asio/dispatch.hpp>
-#include <boost/asio/post.hpp>
 
 #include <optional>
 
@@ -22,15 +20,9 @@ namespace {
 // Why the redlock cannot work with these arguments ("" when it can).
 std::string invalid_arguments(const std::vector<std::shared_ptr<connection>>& masters, std::string_view key,
                               const redlock_options& options) {
-  for (const auto& master : masters)
-    if (!master) return "redlock: a master is null";
-  // A master given twice would count twice toward the majority.
-  for (std::size_t i = 0; i < masters.size(); ++i)
-    for (std::size_t j = 0; j < i; ++j) {
-      const auto &a = masters[i]->get_options(), &b = masters[j]->get_options();
-      if (masters[i] == masters[j] || detail::same_master(a.host, a.port, b.host, b.port))
-        return "redlock: master " + a.host + ":" + std::to_string(a.port) + " is given twice";
-    }
+  std::vector<const redis::options*> each;
+  for (const auto& master : masters) each.push_back(master ? &master->get_options() : nullptr);
+  if (auto reason = detail::redlock_masters_invalid(each); !reason.empty()) return reason;
   return std::string(detail::redlock_invalid_reason(options, masters.size(), key));
 }
 

@@ -22,6 +22,17 @@ const char* to_string(master_outcome outcome) noexcept {
   return "?";
 }
 
+std::string describe(std::span<const std::string> masters, std::span<const master_outcome> outcomes) {
+  std::string text;
+  for (std::size_t i = 0; i < outcomes.size(); ++i) {
+    if (i) text += ' ';
+    text += masters[i];
+    text += '=';
+    text += to_string(outcomes[i]);
+  }
+  return text;
+}
+
 redlock_round::redlock_round(std::size_t masters, milliseconds ttl, drift_rule drift,
                              redlock_clock::time_point start, bool fencing)
     : fencing_(fencing),

@@ -40,6 +40,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <boost/container/small_vector.hpp>
 
@@ -59,6 +60,8 @@ enum class master_outcome : unsigned char {
   timed_out,     ///< no answer within the per-master timeout
 };
 const char* to_string(master_outcome outcome) noexcept;
+/// "host:port=outcome ...", for logs (`masters` names them, in order).
+std::string describe(std::span<const std::string> masters, std::span<const master_outcome> outcomes);
 
 enum class round_state : unsigned char { pending, acquired, failed };
 

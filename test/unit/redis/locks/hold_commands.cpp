@@ -3,7 +3,7 @@
 // two over their shared shell. No server.
 #include "redis/locks/algorithm/replies.hpp"
 #include "redis/locks/algorithm/scripts.hpp"
-#include "redis/locks/hold_commands.hpp"
+#include "redis/locks/algorithm/attempt.hpp"
 
 #include <dlock/error.hpp>
 #include <dlock/redis/error.hpp>

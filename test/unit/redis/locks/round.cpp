@@ -1,5 +1,7 @@
 // The Redlock round, without any server.
 #include <dlock/error.hpp>
+#include <dlock/limits.hpp>
+#include "redis/locks/algorithm/options.hpp"
 #include "redis/locks/algorithm/round.hpp"
 
 #include <boost/test/unit_test.hpp>
@@ -441,6 +443,37 @@ BOOST_AUTO_TEST_CASE(a_round_report_tells_each_masters_vote_once) {
   round_report unobserved(false, names, dlock::round_kind::extend);
   unobserved.answered(0, master_outcome::ok, {}, t0, t0);
   BOOST_TEST(!unobserved.settled(lock).has_value());
+}
+
+BOOST_AUTO_TEST_CASE(masters_given_twice_or_null_are_refused) {
+  using dlock::redis::detail::redlock_masters_invalid;
+  dlock::redis::options a, b, a_again;
+  a.host = "127.0.0.1", a.port = 7000;
+  b.host = "127.0.0.1", b.port = 7001;
+  a_again.host = "localhost", a_again.port = 7000;
+  std::vector<const dlock::redis::options*> good{&a, &b};
+  BOOST_TEST(redlock_masters_invalid(good).empty());
+  std::vector<const dlock::redis::options*> with_null{&a, nullptr};
+  BOOST_TEST(redlock_masters_invalid(with_null) == "redlock: a master is null");
+  std::vector<const dlock::redis::options*> twice{&a, &b, &a};
+  BOOST_TEST(redlock_masters_invalid(twice) == "redlock: master 127.0.0.1:7000 is given twice");
+  std::vector<const dlock::redis::options*> by_name{&a, &a_again};
+  BOOST_TEST(!redlock_masters_invalid(by_name).empty());  // localhost is 127.0.0.1
+}
+
+BOOST_AUTO_TEST_CASE(an_extension_outlasts_the_per_master_timeout) {
+  using dlock::redis::detail::extend_ttl_invalid;
+  BOOST_TEST(!extend_ttl_invalid(1000ms, 50ms));
+  BOOST_TEST(extend_ttl_invalid(50ms, 50ms));
+  BOOST_TEST(!extend_ttl_invalid(50ms, 0ms));  // one server: no per-master timeout
+  BOOST_TEST(extend_ttl_invalid(0ms, 0ms));
+  BOOST_TEST(extend_ttl_invalid(dlock::max_duration + 1ms, 0ms));
+}
+
+BOOST_AUTO_TEST_CASE(outcomes_are_described_per_master) {
+  std::vector<std::string> names{"a:1", "b:2"};
+  std::vector<master_outcome> outcomes{master_outcome::ok, master_outcome::timed_out};
+  BOOST_TEST(dlock::redis::detail::describe(names, outcomes) == "a:1=ok b:2=timed_out");
 }
 
 BOOST_AUTO_TEST_SUITE_END()
