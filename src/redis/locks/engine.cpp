@@ -56,7 +56,8 @@ std::shared_ptr<lock_engine> lock_engine::make(asio::any_io_executor executor,
 // A lost hold's keys are deleted in the background.
 void lock_engine::on_lost(error_code why) {
   if (dlock::detail::log_enabled(log_level::warning))
-    dlock::detail::log(log_level::warning, "lock " + commands.key + ": lost (" + why.message() + "); " + last_outcomes());
+    dlock::detail::log(log_level::warning,
+                       "lock " + commands.key + ": lost (" + why.message() + "); " + last_outcomes());
   release_in_background(hold.token());
 }
 
@@ -135,7 +136,8 @@ struct settle_waiter {
 }  // namespace
 
 void start_settle(std::shared_ptr<lock_engine> owner, asio::any_completion_handler<void(error_code)> handler) {
-  auto waiter = std::make_shared<settle_waiter>(settle_waiter{dlock::detail::op_base<void(error_code)>(std::move(handler))});
+  using waiting_op = dlock::detail::op_base<void(error_code)>;
+  auto waiter = std::make_shared<settle_waiter>(settle_waiter{waiting_op(std::move(handler))});
   // A cancelled wait ends at once; the deletes go on.
   auto on_cancel = [weak_owner = std::weak_ptr(owner), weak = std::weak_ptr(waiter)](asio::cancellation_type) {
     auto self = weak_owner.lock();
