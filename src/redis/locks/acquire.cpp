@@ -87,7 +87,7 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
       : owner_(std::move(owner)),
         op_(std::move(handler)),
         machine_(acquire_policy{retry, !owner_->commands.one_server()},
-                 retry_schedule::for_acquire(owner_->options, wait, redlock_clock::now())),
+                 retry_schedule::for_acquire(owner_->options, wait, &redlock_clock::now)),
         wait_(wait),
         in_place_(in_place) {}
 

@@ -8,6 +8,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include <algorithm>
 #include <utility>
 
 namespace dlock::redis::detail {
@@ -119,7 +120,9 @@ void lock_engine::after_cleanups(const void* who, std::function<void()> then) {
 }
 
 void lock_engine::forget_cleanup_waiter(const void* who) {
-  std::erase_if(cleanup_waiters_, [who](const cleanup_waiter& w) { return w.who == who; });
+  auto forgotten = std::remove_if(cleanup_waiters_.begin(), cleanup_waiters_.end(),
+                                  [who](const cleanup_waiter& w) { return w.who == who; });
+  cleanup_waiters_.erase(forgotten, cleanup_waiters_.end());
 }
 
 void lock_engine::cleanup_settled() {
@@ -400,9 +403,9 @@ void lock_engine::release_in_background(std::string_view token, std::optional<st
   std::make_shared<release_fanout>(shared_from_this(), token)->start(master);
 }
 
-void lock_engine::release(std::string_view token, asio::any_completion_handler<void(error_code)> done,
-                          bool in_place) {
-  std::make_shared<release_fanout>(shared_from_this(), token, std::move(done), in_place)->start(std::nullopt);
+void send_release(std::shared_ptr<lock_engine> owner, std::string_view token,
+                  asio::any_completion_handler<void(error_code)> done, bool in_place) {
+  std::make_shared<release_fanout>(std::move(owner), token, std::move(done), in_place)->start(std::nullopt);
 }
 
 void lock_engine::write_back(std::int64_t token, std::size_t needed, std::span<const std::size_t> targets,

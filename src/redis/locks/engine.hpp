@@ -106,10 +106,6 @@ class lock_engine : public std::enable_shared_from_this<lock_engine> {
 
   /// Compare-and-delete of `token` on every master, or on one.
   void release_in_background(std::string_view token, std::optional<std::size_t> master = std::nullopt);
-  /// release(): the same, on every master, told to `done` as soon as the
-  /// outcome is known (a majority released, or cannot); `in_place`: `done`
-  /// runs on the executor.
-  void release(std::string_view token, asio::any_completion_handler<void(error_code)> done, bool in_place);
   /// Fencing (step 4 of acquire.cpp): max(counter, `token`) on `targets`,
   /// told to `report` once `needed` of them confirmed (or cannot); without a
   /// report, only raised, in the background.
@@ -149,7 +145,7 @@ class lock_engine : public std::enable_shared_from_this<lock_engine> {
     const void* who;
     std::function<void()> then;
   };
-  std::vector<cleanup_waiter> cleanup_waiters_;
+  boost::container::small_vector<cleanup_waiter, 1> cleanup_waiters_;  // one acquire at a time
   boost::container::small_vector<master_outcome, 7> outcomes_;  // of the last round
   boost::intrusive::list<deadline_entry> deadlines_;
   asio::steady_timer deadline_timer_;
@@ -245,9 +241,15 @@ void cancel_acquire(lock_engine& owner);
 /// On the executor (redlock.cpp), as is the next one.
 void start_extend(std::shared_ptr<lock_engine> owner, std::chrono::milliseconds ttl,
                   asio::any_completion_handler<void(error_code)> handler);
-/// release(): compare-and-delete of the held token on every master.
+/// release(): compare-and-delete of the held token on every master, told
+/// to `handler` as soon as the outcome is known (a majority released, or
+/// cannot); `in_place`: it runs on the executor.
 void start_release(std::shared_ptr<lock_engine> owner, asio::any_completion_handler<void(error_code)> handler,
                    bool in_place);
+/// The deletes of release(), once its hold ended: the compare-and-delete
+/// of `token` on every master (engine.cpp, where the fan-outs are).
+void send_release(std::shared_ptr<lock_engine> owner, std::string_view token,
+                  asio::any_completion_handler<void(error_code)> done, bool in_place);
 /// The handle is gone (from any thread): an acquire in progress ends, a
 /// hold is released in the background.
 void abandon(std::shared_ptr<lock_engine> owner);

@@ -121,7 +121,7 @@ void start_release(std::shared_ptr<lock_engine> owner, handler0 h, bool in_place
   auto& engine = *owner;
   // The token is this hold's, taken now.
   end_hold_then(engine, [owner = std::move(owner), token = engine.hold.token(), h = std::move(h),
-                         in_place](error_code) mutable { owner->release(token, std::move(h), in_place); });
+                         in_place](error_code) mutable { send_release(std::move(owner), token, std::move(h), in_place); });
 }
 
 // Marked at once, from any thread: an acquire decided before the rest runs

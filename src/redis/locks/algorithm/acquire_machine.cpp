@@ -28,10 +28,10 @@ std::optional<milliseconds> retry_schedule::next(clock::time_point now, double r
 }
 
 retry_schedule retry_schedule::for_acquire(const redlock_options& o, std::optional<milliseconds> wait,
-                                           clock::time_point now) noexcept {
+                                           clock::time_point (*now)()) noexcept {
   auto deadline_after = [now](milliseconds d) -> std::optional<clock::time_point> {
     if (d <= milliseconds::zero() || d > dlock::max_duration) return std::nullopt;
-    return now + d;
+    return now() + d;
   };
   if (wait) return retry_schedule(-1, o.retry_delay, o.retry_jitter, deadline_after(*wait));
   return retry_schedule(o.retry_count, o.retry_delay, o.retry_jitter, deadline_after(o.wait_limit));

@@ -52,8 +52,9 @@ class retry_schedule {
   /// acquire_for(`wait`)'s: retry until the wait ends, whatever the options
   /// say. A wait not in (0, max_duration] gets no deadline (the acquire
   /// refuses it), so it is never added to the clock, where it would overflow.
+  /// `now` is called only for a deadline (most acquires have none).
   static retry_schedule for_acquire(const redlock_options& options, std::optional<std::chrono::milliseconds> wait,
-                                    clock::time_point now) noexcept;
+                                    clock::time_point (*now)()) noexcept;
   int attempts() const noexcept { return attempts_; }
 
  private:
