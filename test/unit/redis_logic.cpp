@@ -3,7 +3,7 @@
 #include <dlock/error.hpp>
 #include <dlock/redis/command.hpp>
 #include "redis/resp/command_check.hpp"
-#include "redis/connection/request_queue.hpp"
+#include "redis/connection/request.hpp"
 #include "redis/locks/algorithm/replies.hpp"
 #include "redis/locks/token.hpp"
 #include <dlock/redis/script.hpp>

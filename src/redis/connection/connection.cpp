@@ -6,7 +6,7 @@
 
 #include "redis/connection/sentinel.hpp"
 
-#include "detail/completion.hpp"
+#include "detail/op_base.hpp"
 
 #include <dlock/error.hpp>
 #include <dlock/log.hpp>
@@ -133,7 +133,7 @@ clock::time_point connection_impl::deadline_base() const {
   return std::max(*handing_out_since, mux_.last_read());
 }
 
-// Who writes, and when: see write_plan.hpp.
+// Who writes, and when: see write_plan (multiplexer.hpp).
 void connection_impl::schedule_write() {
   if (!mux_.wants_write()) return;
   auto* other = handing_out_connection;

@@ -3,7 +3,7 @@
 // connection's executor.
 #include "redis/connection/connection_impl.hpp"
 
-#include "detail/completion.hpp"
+#include "detail/op_base.hpp"
 
 #include <dlock/error.hpp>
 

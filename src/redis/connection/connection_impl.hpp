@@ -7,7 +7,6 @@
 #include "redis/connection/lifecycle.hpp"
 #include "redis/connection/multiplexer.hpp"
 #include "redis/connection/request.hpp"
-#include "redis/connection/write_plan.hpp"
 #include "redis/resp/reply_parser.hpp"
 
 #include <dlock/limits.hpp>

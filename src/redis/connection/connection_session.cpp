@@ -6,7 +6,7 @@
 
 #include "redis/connection/sentinel_watch.hpp"
 
-#include "detail/completion.hpp"
+#include "detail/op_base.hpp"
 
 #include <dlock/error.hpp>
 #include <dlock/log.hpp>

@@ -87,7 +87,8 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
           bool in_place)
       : owner_(std::move(owner)),
         op_(std::move(handler)),
-        machine_(acquire_policy{retry, !owner_->commands.one_server()}, schedule_for(owner_->options, wait)),
+        machine_(acquire_policy{retry, !owner_->commands.one_server()},
+                 retry_schedule::for_acquire(owner_->options, wait, &redlock_clock::now)),
         wait_(wait),
         in_place_(in_place) {}
 
@@ -152,18 +153,18 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
       return;
     }
     if (auto attempt = current_.lock()) attempt->abandon();
-    owner_->after_cleanups = nullptr;
+    owner_->forget_cleanup_waiter(this);
     owner_->retry_pause.cancel();
     act(machine_.cancel());
   }
 
  private:
   error_code refusal() const {
-    if (owner_->invalid) return owner_->invalid;
+    if (!owner_->invalid_reason.empty()) return dlock::error::invalid_argument;
     if (wait_ && (*wait_ <= milliseconds::zero() || *wait_ > dlock::max_duration)) return dlock::error::invalid_argument;
     if (owner_->every_master_closed()) return dlock::error::closed;
     // One server: a lost hold is released first, which tells the loss's reason.
-    bool holding = owner_->loss_needs_release ? owner_->hold.state() != hold::phase::idle : owner_->hold.held();
+    bool holding = owner_->commands.one_server() ? owner_->hold.state() != hold::phase::idle : owner_->hold.held();
     if (holding) return dlock::error::already_held;
     if (owner_->acquiring || owner_->releasing) return dlock::error::in_progress;
     return {};
@@ -175,7 +176,7 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
     if (action.delete_attempt && attempt) owner_->release_in_background(attempt->token());  // every master
     switch (action.what) {
       case kind::wait_for_cleanups:
-        owner_->after_cleanups = [self = shared_from_this()] { self->act(self->machine_.cleanups_settled()); };
+        owner_->after_cleanups(this, [self = shared_from_this()] { self->act(self->machine_.cleanups_settled()); });
         return;
       case kind::send_attempt:
         owner_->resend_unsettled_cleanups();  // ahead of this attempt's SETs, on the same connections
@@ -209,27 +210,11 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
     op_.complete(how, owner_->executor, ec);
   }
 
-  // acquire_for(limit): retry until `limit`, whatever the options say.
-  // The clock is read only for a deadline. Built before refusal() looks at
-  // the options: a wait beyond max_duration (refused there) is not added to
-  // the clock, where it would overflow.
-  static retry_schedule schedule_for(const redlock_options& o, std::optional<milliseconds> wait) {
-    auto addable = [](milliseconds d) { return d > milliseconds::zero() && d <= dlock::max_duration; };
-    if (wait) {
-      std::optional<redlock_clock::time_point> until;
-      if (addable(*wait)) until = redlock_clock::now() + *wait;
-      return retry_schedule(-1, o.retry_delay, o.retry_jitter, until);
-    }
-    std::optional<redlock_clock::time_point> deadline;
-    if (addable(o.wait_limit)) deadline = redlock_clock::now() + o.wait_limit;
-    return retry_schedule(o.retry_count, o.retry_delay, o.retry_jitter, deadline);
-  }
-
   std::shared_ptr<lock_engine> owner_;
   dlock::detail::op_base<void(error_code)> op_;
   acquire_machine machine_;
   std::optional<milliseconds> wait_;
-  bool in_place_;  // the handler runs on the redlock's executor
+  bool in_place_;  // the handler runs on the lock's executor
   std::weak_ptr<acquire_attempt> current_;
   bool running_ = false;          // start() ran
   bool cancelled_early_ = false;  // cancelled before start(): start() ends it
@@ -239,7 +224,7 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
 
 void acquire_attempt::decided() {
   owner_->note_outcomes(round());
-  report_.decided(round().failure(), round().start());
+  report_decision();
   if (round().state() == round_state::acquired && owner_->commands.fencing()) return write_back();
   if (op_) op_->on_decided(*this);
 }
@@ -249,19 +234,13 @@ void acquire_attempt::decided() {
 void acquire_attempt::write_back() {
   auto needed = attempt_.write_back_needed();
   auto targets = attempt_.write_back_targets();
-  if (needed == 0 && targets.empty()) {  // every master holds the token (one server always)
-    if (op_) op_->on_decided(*this);
-    return;
-  }
-  fencing_write_back::report_function report;
+  std::function<void(error_code)> report;
   if (needed > 0) {
     auto self = std::static_pointer_cast<acquire_attempt>(shared_from_this());
     report = [self](error_code ec) { self->written_back(ec); };
   }
-  auto raise = std::make_shared<fencing_write_back>(owner_, round().fencing_token(), needed, targets.size(),
-                                                    std::move(report));
-  for (auto master : targets) raise->send_to(master);
-  raise->start();
+  // Nothing to write when every master holds the token (one server always).
+  if (needed > 0 || !targets.empty()) owner_->write_back(round().fencing_token(), needed, targets, std::move(report));
   if (needed == 0 && op_) op_->on_decided(*this);
 }
 

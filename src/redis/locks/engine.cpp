@@ -6,6 +6,7 @@
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/dispatch.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
 #include <algorithm>
@@ -18,16 +19,17 @@ using std::chrono::milliseconds;
 // ---------------------------------------------------------------- lock_engine
 
 lock_engine::lock_engine(asio::any_io_executor ex, std::vector<std::shared_ptr<connection_impl>> m,
-                         hold_commands c, redlock_options o, lock_kind kind)
+                         hold_commands c, redlock_options o, lock_kind kind, std::string invalid)
     : executor(std::move(ex)),
       masters(std::move(m)),
       commands(std::move(c)),
       options(o),
       observed(o.observer, masters.empty() ? nullptr : masters[0]->opts().observer, commands.key, kind),
-      hold(executor, drift_of(o)),
+      hold(executor, hold_drift()),
+      invalid_reason(std::move(invalid)),
       retry_pause(executor),
       unsettled(masters.size()),
-      deadlines(executor, o.master_timeout),
+      deadline_timer_(executor),
       random_(jitter_seed()) {
   hold.observe(&observed);
   if (o.stall) hold.watch_stalls(o.stall);
@@ -40,37 +42,46 @@ lock_engine::lock_engine(asio::any_io_executor ex, std::vector<std::shared_ptr<c
   }
 }
 
-void lock_engine::attach_hold() {
-  for (const auto& master : masters) master->watch_master(std::weak_ptr<master_watcher>(weak_from_this()));
-  deadlines.attach(weak_from_this());
-  hold.attach(weak_from_this());
-  hold.on_lost([weak = weak_from_this()](error_code why) {
-    auto self = weak.lock();
-    if (!self) return;
-    if (dlock::detail::log_enabled(log_level::warning))
-      dlock::detail::log(log_level::warning, "lock " + self->commands.key + ": lost (" + why.message() + "); " +
-                                                 self->last_outcomes());
-    self->release_in_background();
+std::shared_ptr<lock_engine> lock_engine::make(asio::any_io_executor executor,
+                                               std::vector<std::shared_ptr<connection_impl>> masters,
+                                               hold_commands commands, redlock_options options, lock_kind kind,
+                                               std::string invalid_reason) {
+  auto engine = std::make_shared<lock_engine>(std::move(executor), std::move(masters), std::move(commands), options,
+                                              kind, std::move(invalid_reason));
+  for (const auto& master : engine->masters) master->watch_master(std::weak_ptr<master_watcher>(engine));
+  engine->hold.attach(engine);
+  engine->hold.on_lost([weak = std::weak_ptr(engine)](error_code why) {
+    if (auto self = weak.lock()) self->on_lost(why);
   });
+  return engine;
+}
+
+// A lost hold's keys are deleted in the background.
+void lock_engine::on_lost(error_code why) {
+  if (dlock::detail::log_enabled(log_level::warning))
+    dlock::detail::log(log_level::warning,
+                       "lock " + commands.key + ": lost (" + why.message() + "); " + last_outcomes());
+  release_in_background(hold.token());
+}
+
+bool lock_engine::every_master_closed() const noexcept {
+  for (const auto& master : masters)
+    if (master->state() != connection_state::closed) return false;
+  return !masters.empty();
 }
 
 namespace {
 
-template <class Token>
-auto async_extend(std::shared_ptr<lock_engine> owner, milliseconds ttl, Token&& token) {
-  return asio::async_initiate<Token, void(error_code)>(
-      [](auto handler, std::shared_ptr<lock_engine> o, milliseconds t) {
-        start_extend(std::move(o), t, asio::any_completion_handler<void(error_code)>(std::move(handler)));
-      },
-      token, std::move(owner), ttl);
-}
-
-// One step of the hold's auto-extension: a Redlock extend round.
+// One step of the hold's auto-extension: an extend round.
 asio::awaitable<error_code> auto_extend_step(std::weak_ptr<lock_engine> weak) {
   auto self = weak.lock();
   if (!self) co_return make_error_code(dlock::error::not_held);
-  auto ttl = self->options.ttl;
-  auto [ec] = co_await async_extend(self, ttl, asio::as_tuple(asio::use_awaitable));
+  auto extend = [](auto handler, std::shared_ptr<lock_engine> owner) {
+    auto ttl = owner->options.ttl;
+    start_extend(std::move(owner), ttl, asio::any_completion_handler<void(error_code)>(std::move(handler)));
+  };
+  auto token = asio::as_tuple(asio::use_awaitable);
+  auto [ec] = co_await asio::async_initiate<decltype(token), void(error_code)>(extend, token, std::move(self));
   co_return ec;
 }
 
@@ -106,7 +117,11 @@ void lock_engine::check_failover() {
   if (!hold.held() || hold_epochs.size() != masters.size()) return;
   boost::container::small_vector<bool, 7> replaced;
   for (std::size_t i = 0; i < masters.size(); ++i) replaced.push_back(masters[i]->master_epoch() != hold_epochs[i]);
-  if (!stands_after_failover(outcomes, replaced)) hold.lose(dlock::error::failed_over);
+  if (!stands_after_failover(outcomes_, replaced)) hold.lose(dlock::error::failed_over);
+}
+
+void lock_engine::note_late_outcome(const redlock_round& round, std::size_t master, master_outcome outcome) {
+  if (outcomes_of_ == &round) outcomes_[master] = outcome;
 }
 
 bool lock_engine::fencing_went_back(std::int64_t token) {
@@ -114,33 +129,17 @@ bool lock_engine::fencing_went_back(std::int64_t token) {
   dlock::detail::log(log_level::warning, "lock " + commands.key + ": fencing token " + std::to_string(token) +
                                              " is not above " + std::to_string(highest_fencing_token) +
                                              " (a failover?): raising the counter, trying again");
-  for (std::size_t i = 0; i < masters.size(); ++i) raise_counter(i, highest_fencing_token);
+  boost::container::small_vector<std::size_t, 7> every;
+  for (std::size_t i = 0; i < masters.size(); ++i) every.push_back(i);
+  write_back(highest_fencing_token, 0, every, nullptr);
   return true;
-}
-
-void lock_engine::release_in_background() {
-  std::make_shared<release_fanout>(shared_from_this(), hold.token())->start();
-}
-
-void lock_engine::release_in_background(std::string_view t) {
-  std::make_shared<release_fanout>(shared_from_this(), t)->start();
-}
-
-void lock_engine::release_in_background(std::string_view t, std::size_t master) {
-  std::make_shared<release_fanout>(shared_from_this(), t)->start(master);
-}
-
-void lock_engine::raise_counter(std::size_t master, std::int64_t token) {
-  auto raise = std::make_shared<fencing_write_back>(shared_from_this(), token, 0, 1, nullptr);
-  raise->send_to(master);
-  raise->start();
 }
 
 void lock_engine::note_unsettled(std::size_t master, std::string attempt_token, error_code why) {
   if (!unsettled.note(master, std::move(attempt_token), why, redlock_clock::now(), options.ttl)) return;
   std::weak_ptr<lock_engine> weak = weak_from_this();
   auto on_reconnected = [weak, master](error_code ec) {
-    auto self = weak.lock();  // a redlock destroyed meanwhile sends nothing
+    auto self = weak.lock();  // a lock destroyed meanwhile sends nothing
     if (!self) return;
     self->unsettled.reconnected(master);
     if (!ec) self->resend_unsettled_cleanups(master);
@@ -150,40 +149,109 @@ void lock_engine::note_unsettled(std::size_t master, std::string attempt_token, 
                               asio::bind_executor(executor, on_reconnected));
 }
 
-void lock_engine::resend_unsettled_cleanups() {
+void lock_engine::resend_unsettled_cleanups(std::optional<std::size_t> only) {
   if (unsettled.empty()) return;  // the common case, before every attempt
-  for (std::size_t master = 0; master < masters.size(); ++master) resend_unsettled_cleanups(master);
+  auto now = redlock_clock::now();
+  for (std::size_t master = 0; master < masters.size(); ++master)
+    if (!only || master == *only)
+      for (auto& token : unsettled.take(master, now)) release_in_background(token, master);
 }
 
-void lock_engine::resend_unsettled_cleanups(std::size_t master) {
-  for (auto& token : unsettled.take(master, redlock_clock::now())) release_in_background(token, master);
+void lock_engine::after_cleanups(const void* who, std::function<void()> then) {
+  cleanup_waiters_.push_back({who, std::move(then)});
+}
+
+void lock_engine::forget_cleanup_waiter(const void* who) {
+  auto forgotten = std::remove_if(cleanup_waiters_.begin(), cleanup_waiters_.end(),
+                                  [who](const cleanup_waiter& w) { return w.who == who; });
+  cleanup_waiters_.erase(forgotten, cleanup_waiters_.end());
 }
 
 void lock_engine::cleanup_settled() {
   if (--cleanups_in_flight > 0) return;
-  for (auto& w : std::exchange(settle_waiters, {})) w->op.complete(dlock::detail::completion::post, executor, {});
-  if (after_cleanups) std::exchange(after_cleanups, nullptr)();
+  for (auto& waiter : std::exchange(cleanup_waiters_, {})) waiter.then();
+}
+
+namespace {
+
+struct settle_waiter {
+  dlock::detail::op_base<void(error_code)> op;
+};
+
+}  // namespace
+
+void start_settle(std::shared_ptr<lock_engine> owner, asio::any_completion_handler<void(error_code)> handler) {
+  using waiting_op = dlock::detail::op_base<void(error_code)>;
+  auto waiter = std::make_shared<settle_waiter>(settle_waiter{waiting_op(std::move(handler))});
+  // A cancelled wait ends at once; the deletes go on.
+  auto on_cancel = [weak_owner = std::weak_ptr(owner), weak = std::weak_ptr(waiter)](asio::cancellation_type) {
+    auto self = weak_owner.lock();
+    auto w = weak.lock();
+    if (!self || !w) return;
+    self->forget_cleanup_waiter(w.get());
+    w->op.complete(dlock::detail::completion::post, self->executor, asio::error::operation_aborted);
+  };
+  waiter->op.hook_cancellation(owner->executor, on_cancel);
+  auto& executor = owner->executor;
+  asio::post(executor, [owner = std::move(owner), waiter = std::move(waiter)] {
+    if (waiter->op.done()) return;  // cancelled on the way
+    auto settled = [executor = owner->executor, waiter] {
+      waiter->op.complete(dlock::detail::completion::post, executor, error_code());
+    };
+    if (owner->cleanups_in_flight == 0) return settled();
+    owner->after_cleanups(waiter.get(), std::move(settled));
+  });
 }
 
 void lock_engine::note_outcomes(const redlock_round& round) {
-  outcomes_of = &round;
-  outcomes.clear();
-  for (std::size_t i = 0; i < round.masters(); ++i) outcomes.push_back(round.outcome(i));
+  outcomes_of_ = &round;
+  outcomes_.clear();
+  for (std::size_t i = 0; i < round.masters(); ++i) outcomes_.push_back(round.outcome(i));
 }
 
-std::string lock_engine::last_outcomes() const {
-  std::string text;
-  for (std::size_t i = 0; i < outcomes.size(); ++i) {
-    if (i) text += ' ';
-    text += names[i];
-    text += '=';
-    text += to_string(outcomes[i]);
-  }
-  return text;
-}
+std::string lock_engine::last_outcomes() const { return describe(names, outcomes_); }
 
 double lock_engine::random_unit() {
   return std::uniform_real_distribution<double>(0.0, 1.0)(random_);
+}
+
+// ------------------------------------------------------------- deadline queue
+
+void lock_engine::watch_deadline(deadline_entry& entry) {
+  entry.due = std::chrono::steady_clock::now() + options.master_timeout;
+  deadlines_.push_back(entry);
+  arm_deadline_timer();
+}
+
+void lock_engine::unwatch_deadline(deadline_entry& entry) noexcept {
+  if (entry.is_linked()) deadlines_.erase(deadlines_.iterator_to(entry));
+}
+
+// Armed for the oldest watched deadline; if that fan-out finished meanwhile
+// the timer wakes a little early and re-arms for the next one.
+void lock_engine::arm_deadline_timer() {
+  if (deadline_timer_armed_ || deadlines_.empty()) return;
+  deadline_timer_armed_ = true;
+  deadline_timer_.expires_at(deadlines_.front().due);
+  deadline_timer_.async_wait([weak = weak_from_this()](error_code) {
+    if (auto self = weak.lock()) self->on_deadline_timer();
+  });
+}
+
+// Fan-outs due within a sixteenth of the timeout are expired together with
+// the first (a little early, never late): under a dead master every fan-out
+// runs into its deadline, and one wake-up per batch is cheaper than one each.
+void lock_engine::on_deadline_timer() {
+  deadline_timer_armed_ = false;
+  auto now = std::chrono::steady_clock::now() + options.master_timeout / 16;
+  while (!deadlines_.empty() && deadlines_.front().due <= now) {
+    fanout* expiring = deadlines_.front().op;
+    deadlines_.pop_front();
+    // A fan-out in the queue is alive (~fanout leaves it); locked so that
+    // expire() may drop the last command holding it.
+    if (auto op = expiring->weak_from_this().lock()) op->expire();  // may watch new fan-outs (a cleanup, a retry)
+  }
+  arm_deadline_timer();
 }
 
 // ---------------------------------------------------------------------- fanout
@@ -193,7 +261,7 @@ fanout::fanout(std::shared_ptr<lock_engine> owner)
   deadline_.op = this;
 }
 
-fanout::~fanout() { owner_->deadlines.unwatch(deadline_); }
+fanout::~fanout() { owner_->unwatch_deadline(deadline_); }
 
 void fanout::track(std::size_t index) {
   if (!masters_[index].in_flight) {
@@ -218,8 +286,8 @@ void fanout::send(std::size_t index, const std::shared_ptr<fanout>& self) {
 }
 
 void fanout::arm_deadline() {
-  if (!owner_->deadlines.timed() || deadline_.is_linked() || pending_ == 0) return;
-  owner_->deadlines.watch(deadline_);
+  if (!owner_->timed() || deadline_.is_linked() || pending_ == 0) return;
+  owner_->watch_deadline(deadline_);
 }
 
 // Out of the queue already (the timer took it out).
@@ -245,7 +313,7 @@ void fanout::on_reply(std::size_t index, error_code ec, const reply& answer) {
   --pending_;
   on_answer(index, ec, answer);  // may send a follow-up to the same master
   if (pending_ == 0) {
-    owner_->deadlines.unwatch(deadline_);
+    owner_->unwatch_deadline(deadline_);
     on_all_answered();
   }
 }
@@ -255,102 +323,140 @@ void fanout::on_reply(std::size_t index, error_code ec, const reply& answer) {
 round_fanout::round_fanout(std::shared_ptr<lock_engine> owner, round_kind kind, milliseconds ttl,
                            redlock_clock::time_point start)
     : fanout(std::move(owner)),
-      report_(*owner_, kind),
+      // The observer hears of Redlock rounds only.
+      report_(owner_->observed && !owner_->commands.one_server(), owner_->names, kind),
       attempt_(owner_->commands, kind, owner_->masters.size(), ttl, owner_->hold_drift(), start) {}
 
 void round_fanout::on_answer(std::size_t index, error_code ec, const reply& answer) {
-  auto reaction = attempt_.on_answer(index, ec, answer, redlock_clock::now(), deadline_passed());
+  auto now = redlock_clock::now();
+  auto reaction = attempt_.on_answer(index, ec, answer, now, deadline_passed());
   if (reaction.resend) return send(index);
-  report_.answered(index, reaction.outcome, ec, attempt_.round().start());
+  report_.answered(index, reaction.outcome, ec, attempt_.round().start(), now);
   if (reaction.decided) return decided();
-  // A late answer of the round noted last: a late yes is a master the hold stands on too.
-  if (owner_->outcomes_of == &attempt_.round()) owner_->outcomes[index] = reaction.outcome;
-  if (reaction.raise_counter) owner_->raise_counter(index, attempt_.round().fencing_token());
+  owner_->note_late_outcome(attempt_.round(), index, reaction.outcome);
+  if (reaction.raise_counter) owner_->write_back(attempt_.round().fencing_token(), 0, {&index, 1}, nullptr);
   if (reaction.release) owner_->release_in_background(round_token(), index);
 }
 
 void round_fanout::on_deadline() {
-  bool decided_now = attempt_.on_deadline(redlock_clock::now());
-  report_.time_out_pending(attempt_.round().start());
+  auto now = redlock_clock::now();
+  bool decided_now = attempt_.on_deadline(now);
+  report_.time_out_pending(attempt_.round().start(), now);
   if (decided_now) decided();
+}
+
+void round_fanout::report_decision() {
+  report_.decided(attempt_.round().failure(), attempt_.round().start(), redlock_clock::now());
+}
+
+void round_fanout::on_all_answered() {
+  if (auto told = report_.settled(owner_->observed.id())) owner_->observed.to()->on_redlock_round(*told);
 }
 
 // -------------------------------------------------------------- release_fanout
 
-release_fanout::release_fanout(std::shared_ptr<lock_engine> owner, std::string_view token, done_handler done,
-                               bool in_place)
-    : fanout(std::move(owner)), in_place_(in_place), done_(std::move(done)) {
-  if (!done_.has_handler()) token_ = token;
-  owner_->commands.release(command(), token);
-}
+namespace {
 
-void release_fanout::count_as_cleanup() {
-  cleanup_ = !done_.has_handler();
-  if (cleanup_) ++owner_->cleanups_in_flight;
-}
+/// Compare-and-delete on some or all masters. A user's release() (with a
+/// handler) completes as soon as the outcome is known: a majority released
+/// (the lock is free), or too many masters said no or failed for that; the
+/// remaining answers are still awaited (up to the per-master timeout) but
+/// nobody waits for them. A background one (no handler) counts in
+/// cleanups_in_flight until every master answered.
+class release_fanout final : public fanout {
+ public:
+  using done_handler = asio::any_completion_handler<void(error_code)>;
+  // The handler is taken here: any_completion_handler's assignment is broken in Asio 1.81.
+  release_fanout(std::shared_ptr<lock_engine> owner, std::string_view token, done_handler done = {},
+                 bool in_place = false)
+      : fanout(std::move(owner)), in_place_(in_place), done_(std::move(done)) {
+    if (!done_.has_handler()) token_ = token;
+    owner_->commands.release(command(), token);
+  }
 
-void release_fanout::start() {
-  count_as_cleanup();
-  tally_.emplace(owner_->masters.size(), owner_->masters.size(), owner_->commands.one_server());
-  send_to_all();
-  arm_deadline();
-}
+  void start(std::optional<std::size_t> master) {  // every master, or one
+    cleanup_ = !done_.has_handler();
+    if (cleanup_) ++owner_->cleanups_in_flight;
+    auto masters = owner_->masters.size();
+    tally_.emplace(masters, master ? 1 : masters, owner_->commands.one_server());
+    if (master) send(*master);
+    else send_to_all();
+    arm_deadline();
+  }
 
-void release_fanout::start(std::size_t master) {
-  count_as_cleanup();
-  tally_.emplace(owner_->masters.size(), 1, owner_->commands.one_server());
-  send(master);
-  arm_deadline();
-}
+ private:
+  void on_answer(std::size_t index, error_code ec, const reply& answer) override {
+    if (tally_->resend(ec, deadline_passed())) return send(index);
+    if (ec && cleanup_) owner_->note_unsettled(index, token_, ec);
+    if (auto outcome = tally_->record(ec, answer)) complete(*outcome);
+  }
 
-void release_fanout::on_answer(std::size_t index, error_code ec, const reply& answer) {
-  if (tally_->resend(ec, deadline_passed())) return send(index);
-  if (ec && cleanup_) owner_->note_unsettled(index, token_, ec);
-  if (auto outcome = tally_->record(ec, answer)) complete(*outcome);
-}
+  void on_all_answered() override {
+    complete(tally_->all_answered());  // with a handler, reached only when a subset was asked
+    if (std::exchange(cleanup_, false)) owner_->cleanup_settled();
+  }
 
-void release_fanout::on_all_answered() {
-  // With a handler, reached only when a subset was asked.
-  complete(tally_->all_answered());
-  if (std::exchange(cleanup_, false)) owner_->cleanup_settled();
-}
-
-void release_fanout::complete(error_code ec) {
-  if (!done_.has_handler() || done_.done()) return;
-  if (ends_release_) {
+  // The user's release() ends here (a background one has no handler).
+  void complete(error_code ec) {
+    if (!done_.has_handler() || done_.done()) return;
     owner_->releasing = false;
     owner_->released_masters = tally_->released();
+    done_.complete(in_place_ ? dlock::detail::completion::in_place : dlock::detail::completion::dispatch,
+                   owner_->executor, ec);
   }
-  done_.complete(in_place_ ? dlock::detail::completion::in_place : dlock::detail::completion::dispatch,
-                 owner_->executor, ec);
+
+  std::optional<release_tally> tally_;  // set by start()
+  bool in_place_;
+  bool cleanup_ = false;  // a background release counted in cleanups_in_flight, until settled
+  dlock::detail::op_base<void(error_code)> done_;  // none: a background release
+  std::string token_;  // a background release's only: noted if a master fails it
+};
+
+/// Step 4's write-back, decided by a write_back_tally (algorithm/quorum.hpp).
+class fencing_write_back final : public fanout {
+ public:
+  using report_function = std::function<void(error_code)>;
+  fencing_write_back(std::shared_ptr<lock_engine> owner, std::int64_t token, std::size_t needed,
+                     std::size_t asked, report_function report)
+      : fanout(std::move(owner)), tally_(token, needed, asked), report_(std::move(report)) {
+    command().set(fencing_write_back_script(), {owner_->commands.counter_key}, {std::to_string(token)});
+  }
+
+  void start(std::span<const std::size_t> targets) {
+    for (auto master : targets) send(master);
+    if (auto refused = tally_.at_start()) return finish(*refused);
+    arm_deadline();
+  }
+
+ private:
+  void on_answer(std::size_t, error_code ec, const reply& answer) override {
+    if (auto outcome = tally_.record(ec, answer)) finish(*outcome);
+  }
+  void on_deadline() override { finish(write_back_tally::at_deadline()); }
+  void finish(error_code ec) {
+    if (auto report = std::exchange(report_, nullptr)) report(ec);
+  }
+
+  write_back_tally tally_;
+  report_function report_;
+};
+
+}  // namespace
+
+void lock_engine::release_in_background(std::string_view token, std::optional<std::size_t> master) {
+  std::make_shared<release_fanout>(shared_from_this(), token)->start(master);
 }
 
-}  // namespace dlock::redis::detail
-
-namespace dlock::redis::detail {
-
-// ---------------------------------------------------------- fencing_write_back
-
-fencing_write_back::fencing_write_back(std::shared_ptr<lock_engine> owner, std::int64_t token, std::size_t needed,
-                                       std::size_t asked, report_function report)
-    : fanout(std::move(owner)), tally_(token, needed, asked), report_(std::move(report)) {
-  auto text = std::to_string(token);
-  set_command(fencing_write_back_script(), {owner_->commands.counter_key}, {text});
+void send_release(std::shared_ptr<lock_engine> owner, std::string_view token,
+                  asio::any_completion_handler<void(error_code)> done, bool in_place) {
+  std::make_shared<release_fanout>(std::move(owner), token, std::move(done), in_place)->start(std::nullopt);
 }
 
-void fencing_write_back::send_to(std::size_t master) { send(master); }
-
-void fencing_write_back::start() {
-  if (auto refused = tally_.at_start()) return finish(*refused);
-  arm_deadline();
-}
-
-void fencing_write_back::on_answer(std::size_t, error_code ec, const reply& answer) {
-  if (auto outcome = tally_.record(ec, answer)) finish(*outcome);
-}
-
-void fencing_write_back::finish(error_code ec) {
-  if (auto report = std::exchange(report_, nullptr)) report(ec);
+void lock_engine::write_back(std::int64_t token, std::size_t needed, std::span<const std::size_t> targets,
+                             std::function<void(error_code)> report) {
+  auto raise = std::make_shared<fencing_write_back>(shared_from_this(), token, needed, targets.size(),
+                                                    std::move(report));
+  raise->start(targets);
 }
 
 }  // namespace dlock::redis::detail

@@ -1,30 +1,26 @@
 // The one Redis lock shell: a lock_engine drives a hold on N servers, one
 // for redis::lock and redis::semaphore, N for redis::redlock, sending one
 // command to every master at once (with Redlock's per-master timeout) and
-// doing what the pure parts decide (algorithm/attempt.hpp, quorum.hpp,
-// acquire_machine.hpp, cleanup_ledger.hpp; hold_commands.hpp says what is
-// sent). Private to src/redis/locks/.
+// doing what algorithm/ decides (algorithm/attempt.hpp's hold_commands says what is sent).
+// Private to src/redis/locks/.
 #pragma once
 
 #include <dlock/redis/connection.hpp>
-#include "redis/locks/hold.hpp"
+#include <dlock/redis/redlock.hpp>
+
+#include "detail/observed_lock.hpp"
+#include "detail/op_base.hpp"
+#include "redis/connection/connection_impl.hpp"
 #include "redis/locks/algorithm/attempt.hpp"
 #include "redis/locks/algorithm/cleanup_ledger.hpp"
 #include "redis/locks/algorithm/quorum.hpp"
 #include "redis/locks/algorithm/round.hpp"
-#include <dlock/redis/redlock.hpp>
-
-#include "redis/connection/connection_impl.hpp"
-#include "detail/completion.hpp"
-#include "detail/observed_lock.hpp"
-#include "detail/op_base.hpp"
 #include "redis/locks/algorithm/scripts.hpp"
-#include "redis/locks/hold_commands.hpp"
-#include "redis/locks/deadline_queue.hpp"
-#include "redis/locks/round_report.hpp"
+#include "redis/locks/hold.hpp"
 
 #include <boost/asio/steady_timer.hpp>
 #include <boost/container/small_vector.hpp>
+#include <boost/intrusive/list.hpp>
 
 #include <atomic>
 #include <cstdint>
@@ -32,6 +28,7 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -39,14 +36,28 @@ namespace dlock::redis::detail {
 
 class fanout;
 
+/// A fan-out's place in its lock's deadline queue. It lives inside the
+/// fan-out, so watching one allocates nothing and touches no other object;
+/// the fan-out leaves the queue when answered, expired or destroyed.
+struct deadline_entry : boost::intrusive::list_base_hook<> {
+  std::chrono::steady_clock::time_point due{};
+  fanout* op = nullptr;
+};
+
 /// The shared state of one lock (a `redlock`, a `lock`, a `semaphore`);
 /// lives on its executor.
 class lock_engine : public std::enable_shared_from_this<lock_engine>, public master_watcher {
  public:
   /// `options.master_timeout` zero: none (one server, whose connection's
-  /// command timeout applies).
+  /// command timeout applies). `invalid_reason` not empty: the arguments
+  /// are unusable, every acquire is refused with invalid_argument.
+  static std::shared_ptr<lock_engine> make(asio::any_io_executor executor,
+                                           std::vector<std::shared_ptr<connection_impl>> masters,
+                                           hold_commands commands, redlock_options options, lock_kind kind,
+                                           std::string invalid_reason);
+  /// Through make() only, which wires the hold to the shared engine.
   lock_engine(asio::any_io_executor executor, std::vector<std::shared_ptr<connection_impl>> masters,
-              hold_commands commands, redlock_options options, lock_kind kind);
+              hold_commands commands, redlock_options options, lock_kind kind, std::string invalid_reason);
 
   asio::any_io_executor executor;
   // The connections' internals, shared: a connection destroyed first fails
@@ -60,6 +71,7 @@ class lock_engine : public std::enable_shared_from_this<lock_engine>, public mas
   dlock::detail::observed_lock observed;  // who is told of this lock's events
   /// The token, validity, loss signal and auto-extension of the current hold.
   detail::hold hold;
+  const std::string invalid_reason;
 
   bool acquiring = false;  // an acquire has not completed yet
   bool releasing = false;  // a release() has not completed yet
@@ -67,60 +79,44 @@ class lock_engine : public std::enable_shared_from_this<lock_engine>, public mas
   // a no-op that succeeds. Cleared when an acquire starts.
   bool released = false;
   std::size_t released_masters = 0;  // by the last release(), when it completed
-  // The constructor's arguments are unusable: every acquire is refused with
-  // `invalid` (a redlock's reason in words too).
-  error_code invalid;
-  std::string invalid_reason;
-  /// Every master's connection was closed for good (by its owner, or
-  /// destroyed): operations then give `closed` (a master merely down is
-  /// retried instead).
-  bool every_master_closed() const noexcept {
-    for (const auto& master : masters)
-      if (master->state() != connection_state::closed) return false;
-    return !masters.empty();
-  }
   std::weak_ptr<void> acquire_in_progress;  // ~redlock ends it (cancel_acquire)
   /// The handle is gone (set from its thread): an acquire gives up.
   std::atomic<bool> abandoned{false};
-  /// One server: a lost hold must be released (which tells the reason)
-  /// before the next acquire; a Redlock's may be acquired again at once.
-  bool loss_needs_release = false;
   /// The pause between an acquire's attempts (one acquire at a time): one
   /// timer per lock, not one per acquire (a service lookup each).
   asio::steady_timer retry_pause;
-  /// What each master answered in the last round, formatted on demand
-  /// (last_outcomes() and logs): a round only copies its small vector.
-  boost::container::small_vector<master_outcome, 7> outcomes;
-  const redlock_round* outcomes_of = nullptr;  // the round they are (identity only, never read)
-  std::string last_outcomes() const;
 
-  /// The drift allowance of every round and hold.
-  drift_rule hold_drift() const noexcept { return drift_of(options); }
-  static drift_rule drift_of(const redlock_options& o) noexcept { return {o.drift_factor, o.drift_extra}; }
-  /// After construction, with the impl in a shared_ptr: a lost hold (told by
-  /// the hold) releases its keys in the background.
-  void attach_hold();
+  /// Every master's connection was closed for good (by its owner, or
+  /// destroyed): operations then give `closed` (a master merely down is
+  /// retried instead).
+  bool every_master_closed() const noexcept;
+  drift_rule hold_drift() const noexcept { return {options.drift_factor, options.drift_extra}; }
   /// A round (acquire) won with `token`, whose SETs were sent at `start`.
   void begin_hold(std::string_view token, redlock_clock::time_point start, std::int64_t fencing_token);
-  /// Compare-and-delete of the held token on every master, on handlers that
-  /// ignore any caller's cancellation.
-  void release_in_background();
-  /// The same for an attempt's `token`, on every master or on one.
-  void release_in_background(std::string_view token);
-  void release_in_background(std::string_view token, std::size_t master);
-  /// Fencing: a master's counter found behind the held `token` is raised to
-  /// it, in the background.
-  void raise_counter(std::size_t master, std::int64_t token);
-  /// Background compare-and-deletes not yet answered (or timed out) by every
-  /// master they went to. No SET is sent while there is one.
+
+  /// What each master answered in the last round, formatted on demand
+  /// (last_outcomes() and logs): a round only copies its small vector.
+  void note_outcomes(const redlock_round& round);
+  std::string last_outcomes() const;
+  double random_unit();
+
+  // Background deletes (a lost attempt's, a lost or abandoned hold's), on
+  // handlers that ignore any caller's cancellation. No SET is sent while
+  // one is unanswered: see algorithm/acquire_machine.hpp.
+
+  /// Compare-and-delete of `token` on every master, or on one.
+  void release_in_background(std::string_view token, std::optional<std::size_t> master = std::nullopt);
+  /// Fencing (step 4 of acquire.cpp): max(counter, `token`) on `targets`,
+  /// told to `report` once `needed` of them confirmed (or cannot); without a
+  /// report, only raised, in the background.
+  void write_back(std::int64_t token, std::size_t needed, std::span<const std::size_t> targets,
+                  std::function<void(error_code)> report);
+  /// Not yet answered (or timed out) by every master they went to.
   int cleanups_in_flight = 0;
-  /// The acquire waiting for them (one operation at a time).
-  std::function<void()> after_cleanups;
-  /// settle() calls waiting for them, completed (posted) when none is left.
-  struct settle_waiter {
-    dlock::detail::op_base<void(error_code)> op;
-  };
-  std::vector<std::shared_ptr<settle_waiter>> settle_waiters;
+  /// `then` runs once none is in flight (an acquire's next attempt, a
+  /// settle()), unless `who` forgot it first (cancelled). Precondition: one is.
+  void after_cleanups(const void* who, std::function<void()> then);
+  void forget_cleanup_waiter(const void* who);
   void cleanup_settled();
   /// A background delete that failed on a master, to send again (see
   /// algorithm/cleanup_ledger.hpp): before the next SET there, and when its
@@ -128,10 +124,17 @@ class lock_engine : public std::enable_shared_from_this<lock_engine>, public mas
   cleanup_ledger unsettled;
   void note_unsettled(std::size_t master, std::string attempt_token, error_code why);
   /// Every master's, or one master's.
-  void resend_unsettled_cleanups();
-  void resend_unsettled_cleanups(std::size_t master);
-  void note_outcomes(const redlock_round& round);
-  double random_unit();
+  void resend_unsettled_cleanups(std::optional<std::size_t> master = std::nullopt);
+
+  // One timer for the per-master deadline of every fan-out (none with one
+  // server). They all use the same timeout, so they expire in the order
+  // they were armed: the timer is set once per timeout period, not twice
+  // per fan-out (a syscall each). The queue does not own: pending commands
+  // keep a fan-out alive, not its deadline (else a fan-out and its lock
+  // would keep each other alive if the io_context stopped first).
+  bool timed() const noexcept { return options.master_timeout > std::chrono::milliseconds::zero(); }
+  void watch_deadline(deadline_entry& entry);
+  void unwatch_deadline(deadline_entry& entry) noexcept;
 
   /// Failover: each master's epoch (connection_impl::master_epoch) when the
   /// current attempt was sent, and under the hold. A hold whose masters
@@ -142,19 +145,33 @@ class lock_engine : public std::enable_shared_from_this<lock_engine>, public mas
   /// A master's connection saw a new master (on its own thread).
   void on_master_changed(std::uint64_t epoch) override;
   void check_failover();
+  /// A late answer of `round`: a late yes is a master the hold stands on too.
+  void note_late_outcome(const redlock_round& round, std::size_t master, master_outcome outcome);
   /// Fencing: the largest token a hold of this lock was given. A token not
   /// above it went back (token_went_back): every counter is raised to it.
   std::int64_t highest_fencing_token = 0;
   bool fencing_went_back(std::int64_t token);
-  /// The per-master timeout of every fan-out (none with one server).
-  deadline_queue deadlines;
 
  private:
+  void on_lost(error_code why);
+  void arm_deadline_timer();
+  void on_deadline_timer();
+
+  struct cleanup_waiter {
+    const void* who;
+    std::function<void()> then;
+  };
+  boost::container::small_vector<cleanup_waiter, 1> cleanup_waiters_;  // one acquire at a time
+  boost::container::small_vector<master_outcome, 7> outcomes_;  // of the last round
+  const redlock_round* outcomes_of_ = nullptr;  // that round (identity only, never read)
+  boost::intrusive::list<deadline_entry> deadlines_;
+  asio::steady_timer deadline_timer_;
+  bool deadline_timer_armed_ = false;
   std::minstd_rand random_;
 };
 
 /// One command (or script) to every master, encoded once; answers arrive on
-/// the redlock's executor. At the per-master timeout the masters still
+/// the lock's executor. At the per-master timeout the masters still
 /// pending are abandoned: their handlers run with operation_aborted shortly
 /// after, and their replies, if they come, are dropped by the connection.
 class fanout : public reply_sink, public std::enable_shared_from_this<fanout> {
@@ -164,7 +181,7 @@ class fanout : public reply_sink, public std::enable_shared_from_this<fanout> {
   fanout(const fanout&) = delete;
   fanout& operator=(const fanout&) = delete;
 
-  /// A master's answer, on the redlock's executor (see reply_sink).
+  /// A master's answer, on the lock's executor (see reply_sink).
   void on_reply(std::size_t index, error_code ec, const reply& answer) final;
   const asio::any_io_executor& sink_executor() const noexcept final { return owner_->executor; }
   /// The per-master timeout passed (called by the owner's deadline timer).
@@ -179,16 +196,11 @@ class fanout : public reply_sink, public std::enable_shared_from_this<fanout> {
   /// and never changed, as the requests borrow its bytes while they are
   /// owed (this fan-out, their sink, lives that long).
   inline_command& command() noexcept { return command_; }
-  void set_command(const script& s, std::initializer_list<std::string_view> keys,
-                   std::initializer_list<std::string_view> args) {
-    command_.set(s, keys, args);
-  }
   void send(std::size_t index);
   void send_to_all();
   void arm_deadline();
   void abandon_pending();
   bool deadline_passed() const noexcept { return deadline_passed_; }
-  std::size_t pending() const noexcept { return pending_; }
 
   std::shared_ptr<lock_engine> owner_;
 
@@ -220,6 +232,8 @@ class round_fanout : public fanout {
   virtual void decided() = 0;
   /// The token the round's commands carry (an acquire's late yes is released with it).
   virtual std::string_view round_token() const noexcept = 0;
+  /// Notes the decision for the observer.
+  void report_decision();
 
   // What every answer reads first (the report is a null pointer unless observed).
   round_report report_;
@@ -228,60 +242,7 @@ class round_fanout : public fanout {
  private:
   void on_answer(std::size_t index, error_code ec, const reply& answer) final;
   void on_deadline() final;
-  void on_all_answered() final { report_.settled(*owner_); }
-};
-
-/// Compare-and-delete on some or all masters. With a handler, it completes as
-/// soon as the outcome is known: a majority released (the lock is free), or
-/// too many masters said no or failed for that; the remaining answers are
-/// still awaited (up to the per-master timeout) but nobody waits for them.
-class release_fanout final : public fanout {
- public:
-  using done_handler = asio::any_completion_handler<void(error_code)>;
-  // The handler is taken here: any_completion_handler's assignment is broken in Asio 1.81.
-  // `in_place`: `done` runs on the redlock's executor. The command is
-  // encoded here, with `token`.
-  release_fanout(std::shared_ptr<lock_engine> owner, std::string_view token, done_handler done = {},
-                 bool in_place = false);
-  void start();                     // every master
-  void start(std::size_t master);  // one
-  /// This is the user's release(): completing it ends `lock_engine::releasing`.
-  void ends_release() noexcept { ends_release_ = true; }
-
- private:
-  void on_answer(std::size_t index, error_code ec, const reply& answer) override;
-  void on_all_answered() override;
-  void complete(error_code ec);
-
-  void count_as_cleanup();
-
-  std::optional<release_tally> tally_;  // set by start()
-  bool in_place_;
-  bool ends_release_ = false;
-  bool cleanup_ = false;  // a background release: counted in cleanups_in_flight
-  dlock::detail::op_base<void(error_code)> done_;  // none: a background release
-  std::string token_;  // a background release's only: noted if a master fails it
-};
-
-/// Step 4's write-back: max(counter, token) on the masters behind the
-/// token, decided by a write_back_tally (algorithm/quorum.hpp). It reports as
-/// soon as `needed` of them confirmed (or that they cannot); without a
-/// report function it only raises them, in the background.
-class fencing_write_back final : public fanout {
- public:
-  using report_function = std::function<void(error_code)>;
-  fencing_write_back(std::shared_ptr<lock_engine> owner, std::int64_t token, std::size_t needed,
-                     std::size_t asked, report_function report);
-  void send_to(std::size_t master);  // each of the `asked`, then start()
-  void start();
-
- private:
-  void on_answer(std::size_t, error_code ec, const reply& answer) override;
-  void on_deadline() override { finish(write_back_tally::at_deadline()); }
-  void finish(error_code ec);
-
-  write_back_tally tally_;
-  report_function report_;
+  void on_all_answered() final;
 };
 
 // The operations every lock shares; the public handles (lock.cpp,
@@ -294,16 +255,23 @@ void start_acquire(std::shared_ptr<lock_engine> owner, asio::any_completion_hand
 void cancel_acquire(lock_engine& owner);
 
 /// Compare-and-PEXPIRE to `ttl` on every master, deciding at the majority.
-/// Success renews the hold; failure may lose it (redlock_attempt::extend_failure).
-/// On the executor (redlock.cpp), as are the next two.
+/// On the executor (redlock.cpp), as is the next one.
 void start_extend(std::shared_ptr<lock_engine> owner, std::chrono::milliseconds ttl,
                   asio::any_completion_handler<void(error_code)> handler);
-/// release(): compare-and-delete of the held token on every master.
+/// release(): compare-and-delete of the held token on every master, told
+/// to `handler` as soon as the outcome is known (a majority released, or
+/// cannot); `in_place`: it runs on the executor.
 void start_release(std::shared_ptr<lock_engine> owner, asio::any_completion_handler<void(error_code)> handler,
                    bool in_place);
+/// The deletes of release(), once its hold ended: the compare-and-delete
+/// of `token` on every master (engine.cpp, where the fan-outs are).
+void send_release(std::shared_ptr<lock_engine> owner, std::string_view token,
+                  asio::any_completion_handler<void(error_code)> done, bool in_place);
 /// The handle is gone (from any thread): an acquire in progress ends, a
 /// hold is released in the background.
 void abandon(std::shared_ptr<lock_engine> owner);
+/// settle(): completes once no background delete is in flight (from any thread).
+void start_settle(std::shared_ptr<lock_engine> owner, asio::any_completion_handler<void(error_code)> handler);
 
 using dlock::detail::post_completion;
 

@@ -4,9 +4,7 @@
 // (algorithm/attempt.hpp); the release quorum is release_tally's.
 #include "redis/locks/engine.hpp"
 
-#include <dlock/limits.hpp>
-
-#include "detail/completion.hpp"
+#include "redis/locks/algorithm/options.hpp"
 
 namespace dlock::redis::detail {
 namespace {
@@ -55,7 +53,7 @@ class extend_op final : public round_fanout {
   }
   void decided() override {
     const auto& round = attempt_.round();
-    report_.decided(round.failure(), round.start());
+    report_decision();
     if (op_.done()) return;  // cancelled: the hold is left as it was
     if (owner_->hold.id() != hold_id_ || !owner_->hold.held())
       return complete(not_extendable(*owner_));  // released or lost meanwhile
@@ -76,18 +74,22 @@ class extend_op final : public round_fanout {
   dlock::detail::op_base<void(error_code)> op_;
 };
 
-// The new release() of the hold: compare-and-delete on every master.
-void send_release(std::shared_ptr<lock_engine> owner, std::string token, handler0 handler, bool in_place) {
-  auto op = std::make_shared<release_fanout>(std::move(owner), token, std::move(handler), in_place);
-  op->ends_release();
-  op->start();
+// The hold ends; `then` runs once no extension of it is in flight (none may
+// land after the delete): at once without auto-extension, so that the delete
+// is queued ahead of whatever the lock sends next on the same connection.
+template <class Then>
+void end_hold_then(lock_engine& owner, Then then) {
+  if (!owner.options.auto_extend) {
+    owner.hold.end();
+    return then(error_code());
+  }
+  owner.hold.end(handler0(std::move(then)));
 }
 
 }  // namespace
 
 void start_extend(std::shared_ptr<lock_engine> owner, milliseconds ttl, handler0 handler) {
-  auto timeout = owner->options.master_timeout;
-  if (ttl <= milliseconds::zero() || ttl > dlock::max_duration || (timeout > milliseconds::zero() && timeout >= ttl))
+  if (extend_ttl_invalid(ttl, owner->options.master_timeout))
     return post_completion(owner->executor, std::move(handler), make_error_code(dlock::error::invalid_argument));
   if (owner->acquiring || !owner->hold.held())
     return post_completion(owner->executor, std::move(handler), not_extendable(*owner));
@@ -115,18 +117,11 @@ void start_release(std::shared_ptr<lock_engine> owner, handler0 h, bool in_place
     owner->released_masters = 0;
     return post_completion(owner->executor, std::move(h), make_error_code(dlock::error::closed));
   }
-  owner->releasing = true;  // no acquire until it completes (see release_fanout::complete)
-  auto token = owner->hold.token();
-  if (!owner->options.auto_extend) {  // nothing to wait for
-    owner->hold.end();
-    return send_release(std::move(owner), std::move(token), std::move(h), in_place);
-  }
-  // No extension may land after the release: wait for one in flight. The
-  // token is this hold's, taken now.
-  auto& hold = owner->hold;
-  hold.end(handler0([owner = std::move(owner), token = std::move(token), h = std::move(h), in_place](error_code) mutable {
-    send_release(std::move(owner), std::move(token), std::move(h), in_place);
-  }));
+  owner->releasing = true;  // no acquire until it completes
+  auto& engine = *owner;
+  // The token is this hold's, taken now.
+  end_hold_then(engine, [owner = std::move(owner), token = engine.hold.token(), h = std::move(h),
+                         in_place](error_code) mutable { send_release(std::move(owner), token, std::move(h), in_place); });
 }
 
 // Marked at once, from any thread: an acquire decided before the rest runs
@@ -140,11 +135,7 @@ void abandon(std::shared_ptr<lock_engine> owner) {
     cancel_acquire(*owner);  // an acquire in progress ends: nobody could release what it took
     if (owner->hold.state() == hold::phase::lost) return owner->hold.end();  // deleted at the loss
     if (!owner->hold.held()) return;
-    if (!owner->options.auto_extend) {  // nothing to wait for: the delete is queued now
-      owner->hold.end();
-      return owner->release_in_background();
-    }
-    owner->hold.end([owner](error_code) { owner->release_in_background(); });  // after an extension in flight
+    end_hold_then(*owner, [owner](error_code) { owner->release_in_background(owner->hold.token()); });
   });
 }
 

@@ -3,7 +3,6 @@
 // atomic step as the write.
 #include <dlock/redis/fenced.hpp>
 
-#include "detail/completion.hpp"
 #include "detail/op_base.hpp"
 #include "redis/locks/algorithm/scripts.hpp"
 

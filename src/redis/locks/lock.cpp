@@ -1,10 +1,10 @@
 // redis::basic_hold, redis::lock and redis::semaphore: the lock engine
 // (engine.hpp) over one server, as redis::redlock is over N. Only the
-// commands (hold_commands.cpp) and the options' words differ.
+// commands (hold_commands, algorithm/attempt.hpp) and the options' words differ.
 #include <dlock/redis/lock.hpp>
 #include <dlock/redis/semaphore.hpp>
 
-#include "detail/completion.hpp"
+#include "detail/op_base.hpp"
 #include "redis/locks/algorithm/options.hpp"
 #include "redis/locks/engine.hpp"
 
@@ -12,25 +12,22 @@ namespace dlock::redis {
 namespace detail {
 namespace {
 
-error_code invalid_options(const hold_commands& what, const lock_options& o) {
-  if (auto ec = what.invalid(o.ttl)) return ec;
-  // A lease has no fencing token to give.
-  if (o.fencing && what.what == hold_commands::kind::semaphore) return dlock::error::invalid_argument;
-  return invalid_lock_options(o);
+// Why the lock cannot work with these arguments ("" when it can).
+std::string invalid_arguments(const hold_commands& what, const lock_options& o) {
+  bool fenced_lease = o.fencing && what.what == hold_commands::kind::semaphore;  // a lease has no fencing token
+  if (what.invalid(o.ttl) || fenced_lease || invalid_lock_options(o))
+    return "redis lock " + what.key + ": invalid arguments";
+  return {};
 }
 
 std::shared_ptr<lock_engine> one_server_engine(connection& conn, hold_commands commands, const lock_options& o,
                                                lock_kind kind) {
-  auto invalid = invalid_options(commands, o);
+  auto invalid = invalid_arguments(commands, o);
   commands.wait_for_replicas(o.replicas, o.replica_timeout);
   auto impl = connection_access::impl(conn);
   auto executor = impl->executor();
-  auto engine = std::make_shared<lock_engine>(std::move(executor), std::vector{std::move(impl)},
-                                              std::move(commands), engine_options(o), kind);
-  engine->invalid = invalid;
-  engine->loss_needs_release = true;
-  engine->attach_hold();
-  return engine;
+  return lock_engine::make(std::move(executor), std::vector{std::move(impl)}, std::move(commands),
+                           engine_options(o), kind, std::move(invalid));
 }
 
 }  // namespace

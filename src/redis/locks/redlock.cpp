@@ -2,13 +2,11 @@
 // masters. The algorithm itself is in acquire.cpp.
 #include <dlock/redis/redlock.hpp>
 
+#include "redis/locks/algorithm/options.hpp"
 #include "redis/locks/engine.hpp"
 
-#include <dlock/limits.hpp>
 #include <dlock/log.hpp>
 
-#include <boost/asio/dispatch.hpp>
-#include <boost/asio/post.hpp>
 
 #include <optional>
 
@@ -22,15 +20,9 @@ namespace {
 // Why the redlock cannot work with these arguments ("" when it can).
 std::string invalid_arguments(const std::vector<std::shared_ptr<connection>>& masters, std::string_view key,
                               const redlock_options& options) {
-  for (const auto& master : masters)
-    if (!master) return "redlock: a master is null";
-  // A master given twice would count twice toward the majority.
-  for (std::size_t i = 0; i < masters.size(); ++i)
-    for (std::size_t j = 0; j < i; ++j) {
-      const auto &a = masters[i]->get_options(), &b = masters[j]->get_options();
-      if (masters[i] == masters[j] || detail::same_master(a.host, a.port, b.host, b.port))
-        return "redlock: master " + a.host + ":" + std::to_string(a.port) + " is given twice";
-    }
+  std::vector<const redis::options*> each;
+  for (const auto& master : masters) each.push_back(master ? &master->get_options() : nullptr);
+  if (auto reason = detail::redlock_masters_invalid(each); !reason.empty()) return reason;
   return std::string(detail::redlock_invalid_reason(options, masters.size(), key));
 }
 
@@ -48,11 +40,8 @@ redlock::redlock(asio::any_io_executor executor, std::vector<std::shared_ptr<con
   std::vector<std::shared_ptr<detail::connection_impl>> connections;
   for (auto& master : masters) connections.push_back(detail::connection_access::impl(*master));
   auto commands = detail::hold_commands::redlock(std::move(key), options.fencing);
-  impl_ = std::make_shared<detail::lock_engine>(std::move(executor), std::move(connections), std::move(commands),
-                                                options, lock_kind::redlock);
-  if (!reason.empty()) impl_->invalid = dlock::error::invalid_argument;
-  impl_->invalid_reason = std::move(reason);
-  impl_->attach_hold();
+  impl_ = detail::lock_engine::make(std::move(executor), std::move(connections), std::move(commands), options,
+                                    lock_kind::redlock, std::move(reason));
 }
 
 redlock::~redlock() {
@@ -61,25 +50,7 @@ redlock::~redlock() {
 
 redlock::executor_type redlock::get_executor() const noexcept { return impl_->executor; }
 
-void redlock::start_settle(handler0 handler) {
-  auto waiter = std::make_shared<detail::lock_engine::settle_waiter>(
-      detail::lock_engine::settle_waiter{dlock::detail::op_base<void(error_code)>(std::move(handler))});
-  // A cancelled wait leaves the list at once; the deletes go on.
-  auto on_cancel = [owner = std::weak_ptr(impl_), weak = std::weak_ptr(waiter)](asio::cancellation_type) {
-    auto impl = owner.lock();
-    auto w = weak.lock();
-    if (!impl || !w) return;
-    std::erase(impl->settle_waiters, w);
-    w->op.complete(dlock::detail::completion::post, impl->executor, asio::error::operation_aborted);
-  };
-  waiter->op.hook_cancellation(impl_->executor, on_cancel);
-  asio::post(impl_->executor, [impl = impl_, waiter = std::move(waiter)]() mutable {
-    if (waiter->op.done()) return;  // cancelled on the way
-    if (impl->cleanups_in_flight == 0)
-      return waiter->op.complete(dlock::detail::completion::post, impl->executor, error_code());
-    impl->settle_waiters.push_back(std::move(waiter));
-  });
-}
+void redlock::start_settle(handler0 handler) { detail::start_settle(impl_, std::move(handler)); }
 
 void redlock::start_lock(handler0 handler, bool retry, std::optional<std::chrono::milliseconds> wait,
                          bool in_place) {

@@ -8,7 +8,7 @@
 
 #include "zk/recipe/retry.hpp"
 
-#include "detail/completion.hpp"
+#include "detail/op_base.hpp"
 
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/bind_executor.hpp>

@@ -23,14 +23,48 @@
 //              acquire's error on a single instance (an expired one too).
 #pragma once
 
-#include "redis/locks/algorithm/retry_schedule.hpp"
-
 #include <dlock/config.hpp>
+#include <dlock/redis/detail/redlock_options.hpp>
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 
 namespace dlock::redis::detail {
+
+// When a Redis lock tries again after a failed attempt, and when it gives
+// up: every Redis lock, one master or many, follows this schedule.
+class retry_schedule {
+ public:
+  using clock = std::chrono::steady_clock;
+
+  /// `retries`: attempts after the first, -1 for no limit but the deadline.
+  /// Pauses are `delay` +- a uniform `jitter`, never negative. No attempt
+  /// starts at or after `deadline`.
+  retry_schedule(int retries, std::chrono::milliseconds delay, std::chrono::milliseconds jitter,
+                 std::optional<clock::time_point> deadline) noexcept;
+
+  /// After a failed attempt, at `now`: the pause before the next attempt, or
+  /// nothing when the retries or the time ran out. `random` is uniform in
+  /// [0, 1) and picks the jitter.
+  std::optional<std::chrono::milliseconds> next(clock::time_point now, double random) noexcept;
+  /// An acquire's schedule: the options' (`retry_count`, `wait_limit`), or
+  /// acquire_for(`wait`)'s: retry until the wait ends, whatever the options
+  /// say. A wait not in (0, max_duration] gets no deadline (the acquire
+  /// refuses it), so it is never added to the clock, where it would overflow.
+  /// `now` is called only for a deadline (most acquires have none).
+  static retry_schedule for_acquire(const redlock_options& options, std::optional<std::chrono::milliseconds> wait,
+                                    clock::time_point (*now)()) noexcept;
+  int attempts() const noexcept { return attempts_; }
+
+ private:
+  int retries_;
+  std::chrono::milliseconds delay_;
+  std::chrono::milliseconds jitter_;
+  std::optional<clock::time_point> deadline_;
+  int attempts_ = 1;  // the first attempt has been made when next() is asked
+};
+
 
 struct acquire_policy {
   bool retry = true;              ///< false for try_acquire: one attempt

@@ -1,8 +1,10 @@
 #include "redis/locks/algorithm/attempt.hpp"
 
 #include "redis/locks/algorithm/replies.hpp"
-#include "redis/locks/hold_commands.hpp"
+#include "redis/locks/algorithm/scripts.hpp"
 
+#include <limits>
+#include <string_view>
 
 namespace dlock::redis::detail {
 
@@ -79,6 +81,185 @@ std::size_t redlock_attempt::write_back_needed() const noexcept {
 void redlock_attempt::written_back(error_code ec, redlock_clock::time_point now) {
   if (!ec && round_.validity(now) <= std::chrono::milliseconds::zero()) ec = dlock::error::expired;
   write_back_failure_ = ec;
+}
+
+// ---------------------------------------------------------------- hold_commands
+
+hold_commands hold_commands::lock(std::string key, bool fencing) {
+  hold_commands c;
+  if (fencing) {
+    c.what = kind::fenced_lock;
+    c.counter_key = fencing_counter_key(key);
+  }
+  c.key = std::move(key);
+  return c;
+}
+
+hold_commands hold_commands::semaphore(std::string key, std::size_t max_leases) {
+  hold_commands c;
+  c.key = std::move(key);
+  c.what = kind::semaphore;
+  c.max_leases = max_leases;
+  return c;
+}
+
+hold_commands hold_commands::redlock(std::string key, bool fencing) {
+  hold_commands c;
+  c.what = fencing ? kind::fenced_redlock : kind::redlock;
+  if (fencing) c.counter_key = fencing_counter_key(key);
+  c.key = std::move(key);
+  return c;
+}
+
+void hold_commands::wait_for_replicas(int replicas, std::chrono::milliseconds timeout) {
+  if (replicas <= 0) return;
+  replicas_ = replicas;
+  wait_replicas_ = std::to_string(replicas);
+  wait_timeout_ = std::to_string(timeout.count());
+}
+
+error_code hold_commands::invalid(std::chrono::milliseconds ttl) const {
+  if (what == kind::semaphore && max_leases == 0) return dlock::error::invalid_argument;
+  return validate(key, ttl);
+}
+
+void hold_commands::attempt(inline_command& out, std::string_view token, std::chrono::milliseconds ttl) const {
+  attempt_alone(out, token, ttl);
+  if (!wait_replicas_.empty()) out.then({"WAIT", wait_replicas_, wait_timeout_});
+}
+
+void hold_commands::attempt_alone(inline_command& out, std::string_view token, std::chrono::milliseconds ttl) const {
+  auto ttl_text = std::to_string(ttl.count());
+  switch (what) {
+    case kind::lock:
+    case kind::redlock: return out.set({"SET", key, token, "NX", "PX", ttl_text});
+    case kind::fenced_redlock: return out.set(redlock_fenced_acquire_script(), {key, counter_key}, {token, ttl_text});
+    case kind::semaphore: {
+      auto max = std::to_string(max_leases);
+      return out.set(semaphore_acquire_script(), {key}, {token, ttl_text, max});
+    }
+    case kind::fenced_lock:
+      // MULTI; SET key token NX PX ttl; INCR counter; EXEC: one atomic step,
+      // as a script would be, at about a third of a script's cost to the
+      // server (benchmarks/RESULTS.md). The INCR runs whether or not the SET
+      // did: a taken attempt uses up a number, and tokens still grow. Four
+      // replies, EXEC's array the answer.
+      return out.set_block({{"MULTI"}, {"SET", key, token, "NX", "PX", ttl_text}, {"INCR", counter_key}, {"EXEC"}});
+  }
+}
+
+void hold_commands::release(inline_command& out, std::string_view token) const {
+  out.set(what == kind::semaphore ? semaphore_release_script() : release_script(), {key}, {token});
+}
+
+void hold_commands::extend(inline_command& out, std::string_view token, std::chrono::milliseconds ttl) const {
+  auto ttl_text = std::to_string(ttl.count());
+  out.set(what == kind::semaphore ? semaphore_extend_script() : extend_script(), {key}, {token, ttl_text});
+  if (!wait_replicas_.empty()) out.then({"WAIT", wait_replicas_, wait_timeout_});
+}
+
+// ---- reading the answers ----
+
+hold_commands::unwrapped hold_commands::unwrap(error_code ec, const reply& r) const {
+  if (wait_replicas_.empty() || ec) return {ec, &r};
+  // Gathered: the command's answer is the reply before WAIT's (EXEC's for a block).
+  if (!r.is_array() || r.elements().size() < 2 || !r.elements().back().is_integer())
+    return {redis::error::protocol_error, &r};
+  const reply& own = r.elements()[r.elements().size() - 2];
+  error_code own_ec = own.is_error() ? make_error_code(classify_error(own.string())) : error_code();
+  return {own_ec, &own, r.elements().back().integer()};
+}
+
+// What the command did, unless fewer replicas than asked have it.
+hold_commands::answer hold_commands::acknowledged(answer a, std::int64_t replicas) const {
+  if (a.outcome != master_outcome::ok || replicas < 0) return a;
+  if (replicas < replicas_) return {master_outcome::failed, a.counter, dlock::error::not_replicated};
+  return a;
+}
+
+hold_commands::answer hold_commands::read_attempt(error_code ec, const reply& r) const {
+  auto own = unwrap(ec, r);
+  return acknowledged(read_attempt_alone(own.ec, *own.answer), own.acknowledged);
+}
+
+hold_commands::answer hold_commands::read_extend(error_code ec, const reply& r) const {
+  auto own = unwrap(ec, r);
+  return acknowledged(read_extend_alone(own.ec, *own.answer), own.acknowledged);
+}
+
+hold_commands::answer hold_commands::read_attempt_alone(error_code ec, const reply& r) const {
+  if (ec) return {master_outcome::failed, redlock_round::no_counter, ec};
+  if (!one_server()) return read_redlock_attempt(r);
+  std::int64_t fencing_token = redlock_round::no_counter;
+  auto failure = attempt_failure(ec, r, fencing_token);
+  if (!failure) return {master_outcome::ok, fencing_token, {}};
+  if (failure == dlock::error::taken) return {master_outcome::taken, fencing_token, failure};
+  return {master_outcome::failed, redlock_round::no_counter, failure};
+}
+
+hold_commands::answer hold_commands::read_redlock_attempt(const reply& r) const {
+  answer failed{master_outcome::failed, redlock_round::no_counter, redis::error::protocol_error};
+  if (what == kind::fenced_redlock) {
+    auto fenced = interpret_redlock_fenced_set(r);
+    if (fenced.outcome == set_outcome::unexpected) return failed;
+    if (fenced.outcome == set_outcome::acquired) return {master_outcome::ok, fenced.counter, {}};
+    // A holder's counter at INT64_MAX leaves no larger token to take: such
+    // a master cannot vouch for ours (and counter + 1 would overflow).
+    if (fenced.counter == std::numeric_limits<std::int64_t>::max()) return failed;
+    return {master_outcome::taken, fenced.counter, dlock::error::taken};
+  }
+  switch (interpret_set(r)) {
+    case set_outcome::acquired: return {master_outcome::ok, redlock_round::no_counter, {}};
+    case set_outcome::taken: return {master_outcome::taken, redlock_round::no_counter, dlock::error::taken};
+    case set_outcome::unexpected: break;
+  }
+  return failed;
+}
+
+hold_commands::answer hold_commands::read_extend_alone(error_code ec, const reply& r) const {
+  if (ec) return {master_outcome::failed, redlock_round::no_counter, ec};
+  auto compared = interpret_compare_script(r);
+  if (compared == dlock::error::not_owned) return {master_outcome::taken, redlock_round::no_counter, compared};
+  if (compared) return {master_outcome::failed, redlock_round::no_counter, compared};
+  return {master_outcome::ok, redlock_round::no_counter, {}};
+}
+
+bool hold_commands::attempt_may_have_landed(error_code ec, error_code failure) const {
+  if (!failure) return true;                          // won
+  if (failure == dlock::error::taken) return false;  // the server said no
+  // Only a plain SET refused with an error reply surely did nothing. No
+  // reply, a reply we did not expect, an error from a block or a script
+  // whose earlier steps ran (an INCR that failed after the SET; MULTI
+  // refused alone, so that the SET ran outside the block) may have set the
+  // key: the cleanup deletes it by token.
+  bool refused_plain_set = what == kind::lock && ec && !set_outcome_unknown(ec);
+  return !refused_plain_set;
+}
+
+error_code hold_commands::attempt_failure(error_code ec, const reply& r, std::int64_t& fencing_token) const {
+  if (ec) return ec;
+  auto outcome = set_outcome::unexpected;
+  switch (what) {
+    case kind::lock:
+    case kind::redlock: outcome = interpret_set(r); break;
+    case kind::semaphore: outcome = interpret_admit(r); break;
+    case kind::fenced_lock:
+    case kind::fenced_redlock: {
+      // EXEC ran the block, but the INCR failed (the counter holds no
+      // integer, or it would overflow): the server's own error.
+      if (auto refused = fenced_exec_error(r)) return refused;
+      auto fenced = interpret_fenced_exec(r);
+      outcome = fenced.outcome;
+      fencing_token = fenced.fencing_token;
+      break;
+    }
+  }
+  switch (outcome) {
+    case set_outcome::acquired: return {};
+    case set_outcome::taken: return dlock::error::taken;
+    case set_outcome::unexpected: break;
+  }
+  return redis::error::protocol_error;
 }
 
 }  // namespace dlock::redis::detail

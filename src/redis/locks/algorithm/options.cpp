@@ -6,6 +6,7 @@
 #include <dlock/limits.hpp>
 
 #include <algorithm>
+#include <string>
 
 namespace dlock::redis::detail {
 
@@ -38,6 +39,23 @@ redlock_options engine_options(const lock_options& o) {
   e.fencing = o.fencing;
   e.observer = o.observer;
   return e;
+}
+
+std::string redlock_masters_invalid(std::span<const options* const> masters) {
+  for (const auto* master : masters)
+    if (!master) return "redlock: a master is null";
+  for (std::size_t i = 0; i < masters.size(); ++i)
+    for (std::size_t j = 0; j < i; ++j) {
+      const auto &a = *masters[i], &b = *masters[j];
+      if (same_master(a.host, a.port, b.host, b.port))
+        return "redlock: master " + a.host + ":" + std::to_string(a.port) + " is given twice";
+    }
+  return {};
+}
+
+bool extend_ttl_invalid(milliseconds ttl, milliseconds master_timeout) noexcept {
+  bool timed = master_timeout > milliseconds::zero();
+  return ttl <= milliseconds::zero() || ttl > dlock::max_duration || (timed && master_timeout >= ttl);
 }
 
 std::string_view redlock_invalid_reason(const redlock_options& options, std::size_t masters,

@@ -36,7 +36,7 @@ inline set_outcome interpret_set(const reply& r) {
   return set_outcome::unexpected;
 }
 
-/// The fenced acquire's EXEC (hold_commands.cpp): [OK, counter] acquired,
+/// The fenced acquire's EXEC (hold_commands, attempt.cpp): [OK, counter] acquired,
 /// [nil, counter] taken.
 struct fenced_set_answer {
   set_outcome outcome = set_outcome::unexpected;

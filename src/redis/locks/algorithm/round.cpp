@@ -4,6 +4,7 @@
 #include <dlock/limits.hpp>
 
 #include <algorithm>
+#include <utility>
 
 namespace dlock::redis::detail {
 
@@ -19,6 +20,17 @@ const char* to_string(master_outcome outcome) noexcept {
     case master_outcome::timed_out: return "timed_out";
   }
   return "?";
+}
+
+std::string describe(std::span<const std::string> masters, std::span<const master_outcome> outcomes) {
+  std::string text;
+  for (std::size_t i = 0; i < outcomes.size(); ++i) {
+    if (i) text += ' ';
+    text += masters[i];
+    text += '=';
+    text += to_string(outcomes[i]);
+  }
+  return text;
 }
 
 redlock_round::redlock_round(std::size_t masters, milliseconds ttl, drift_rule drift,
@@ -182,6 +194,61 @@ std::string redlock_round::describe() const {
     text += to_string(outcome);
   }
   return text;
+}
+
+// ---------------------------------------------------------------- round_report
+
+namespace {
+
+master_answer answer_of(master_outcome outcome) noexcept {
+  switch (outcome) {
+    case master_outcome::ok:
+    case master_outcome::already_ours: return master_answer::yes;
+    case master_outcome::taken: return master_answer::taken;
+    case master_outcome::timed_out: return master_answer::timed_out;
+    case master_outcome::pending:
+    case master_outcome::failed: break;
+  }
+  return master_answer::failed;
+}
+
+}  // namespace
+
+round_report::round_report(bool observed, const std::vector<std::string>& masters, round_kind kind) {
+  if (!observed) return;
+  votes_ = std::make_unique<votes>();
+  votes_->kind = kind;
+  for (const auto& name : masters) votes_->of_master.push_back({name, master_answer::timed_out, {}, {}});
+  votes_->answered.assign(masters.size(), false);
+}
+
+void round_report::answered(std::size_t index, master_outcome outcome, error_code ec,
+                            redlock_clock::time_point start, redlock_clock::time_point now) {
+  if (!votes_ || std::exchange(votes_->answered[index], true)) return;
+  auto& vote = votes_->of_master[index];
+  vote.answer = answer_of(outcome);
+  vote.error = ec;
+  vote.latency = now - start;
+}
+
+void round_report::time_out_pending(redlock_clock::time_point start, redlock_clock::time_point now) {
+  if (!votes_) return;
+  for (std::size_t i = 0; i < votes_->of_master.size(); ++i) {
+    if (std::exchange(votes_->answered[i], true)) continue;
+    auto& vote = votes_->of_master[i];
+    vote = {vote.master, master_answer::timed_out, make_error_code(dlock::error::timed_out), now - start};
+  }
+}
+
+void round_report::decided(error_code decision, redlock_clock::time_point start, redlock_clock::time_point now) {
+  if (!votes_) return;
+  votes_->decision = decision;
+  votes_->decided_after = now - start;
+}
+
+std::optional<dlock::redlock_round> round_report::settled(const lock_id& lock) {
+  if (!votes_ || std::exchange(votes_->told, true)) return std::nullopt;
+  return dlock::redlock_round{lock, votes_->kind, votes_->decision, votes_->decided_after, votes_->of_master};
 }
 
 }  // namespace dlock::redis::detail

@@ -29,6 +29,7 @@
 #pragma once
 
 #include <dlock/config.hpp>
+#include <dlock/observer.hpp>
 #include <dlock/redis/detail/redlock_options.hpp>
 
 #include "redis/locks/algorithm/timing.hpp"
@@ -37,7 +38,9 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <boost/container/small_vector.hpp>
 
@@ -57,6 +60,8 @@ enum class master_outcome : unsigned char {
   timed_out,     ///< no answer within the per-master timeout
 };
 const char* to_string(master_outcome outcome) noexcept;
+/// "host:port=outcome ...", for logs (`masters` names them, in order).
+std::string describe(std::span<const std::string> masters, std::span<const master_outcome> outcomes);
 
 enum class round_state : unsigned char { pending, acquired, failed };
 
@@ -146,6 +151,37 @@ class redlock_round {
   drift_rule drift_;
   std::int64_t fencing_token_ = 0;
   boost::container::small_vector<std::int64_t, 7> counters_;  // with fencing
+};
+
+/// What an observer is told of one Redlock round (acquire or extend), once it
+/// settled: every master's vote, latency and error, and the decision
+/// (dlock/observer.hpp, on_redlock_round); the masters that have not answered
+/// by then timed out. Kept only when observed: otherwise it is one null
+/// pointer, so that a round's own state stays small (64 clients' rounds must
+/// fit the cache together).
+class round_report {
+ public:
+  /// `observed`: a Redlock's with an observer (one server's rounds are not told).
+  round_report(bool observed, const std::vector<std::string>& masters, round_kind kind);
+  /// Master `index` answered at `now` (the first answer counts; a NOSCRIPT resend's does not).
+  void answered(std::size_t index, master_outcome outcome, error_code ec, redlock_clock::time_point start,
+                redlock_clock::time_point now);
+  /// The per-master timeout passed at `now`: the masters that have not answered timed out.
+  void time_out_pending(redlock_clock::time_point start, redlock_clock::time_point now);
+  void decided(error_code decision, redlock_clock::time_point start, redlock_clock::time_point now);
+  /// What to tell the observer, once (null: nothing, or told already).
+  std::optional<dlock::redlock_round> settled(const lock_id& lock);
+
+ private:
+  struct votes {
+    boost::container::small_vector<master_vote, 7> of_master;
+    boost::container::small_vector<bool, 7> answered;
+    round_kind kind;
+    error_code decision;
+    std::chrono::nanoseconds decided_after{};
+    bool told = false;
+  };
+  std::unique_ptr<votes> votes_;
 };
 
 }  // namespace dlock::redis::detail

@@ -1,7 +1,7 @@
 // Who writes a connection's commands, and when (write_plan.hpp), with and
 // without the speed trick that leaves a write with another connection's
 // reply hand-out.
-#include "redis/connection/write_plan.hpp"
+#include "redis/connection/multiplexer.hpp"
 
 #include <boost/test/unit_test.hpp>
 

@@ -3,6 +3,7 @@
 #include "redis/locks/algorithm/acquire_machine.hpp"
 
 #include <dlock/error.hpp>
+#include <dlock/limits.hpp>
 #include <dlock/redis/error.hpp>
 
 #include <boost/asio/error.hpp>
@@ -200,6 +201,32 @@ BOOST_AUTO_TEST_CASE(a_second_start_is_refused) {
   BOOST_TEST((again.result == dlock::error::in_progress));
   BOOST_TEST(m.attempting());  // the first acquire goes on
   BOOST_TEST(is(m.attempt_decided(none, false, valid, t0, 0.5), kind::complete));
+}
+
+// acquire_for(wait) retries until the wait ends, whatever the options say;
+// acquire() follows retry_count and wait_limit. A wait the acquire refuses
+// gets no deadline (never added to the clock).
+BOOST_AUTO_TEST_CASE(an_acquires_schedule_follows_the_wait_or_the_options) {
+  dlock::redis::redlock_options o;
+  o.retry_count = 2;
+  o.retry_delay = 100ms;
+  o.retry_jitter = 0ms;
+  auto at_t0 = [] { return t0; };
+  auto counted = retry_schedule::for_acquire(o, std::nullopt, at_t0);
+  BOOST_TEST(counted.next(t0, 0.5).has_value());
+  BOOST_TEST(counted.next(t0, 0.5).has_value());
+  BOOST_TEST(!counted.next(t0, 0.5).has_value());  // 1 + 2 attempts
+
+  auto waiting = retry_schedule::for_acquire(o, 1000ms, at_t0);  // retry_count ignored
+  for (int i = 0; i < 5; ++i) BOOST_TEST(waiting.next(t0 + 100ms, 0.5).has_value());
+  BOOST_TEST(!waiting.next(t0 + 900ms, 0.5).has_value());  // 900 + 100 reaches the wait's end
+
+  o.wait_limit = 500ms;
+  auto limited = retry_schedule::for_acquire(o, std::nullopt, at_t0);
+  BOOST_TEST(!limited.next(t0 + 400ms, 0.5).has_value());
+
+  auto refused = retry_schedule::for_acquire(o, dlock::max_duration + 1ms, at_t0);
+  BOOST_TEST(refused.next(t0 + 24h, 0.5).has_value());  // no deadline, no overflow
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -4,7 +4,6 @@
 // (algorithm/cleanup_ledger.hpp). Each scenario runs once per step with a fault
 // at that step (after Boost.MySQL's check_network_errors).
 #include "redis/locks/algorithm/attempt.hpp"
-#include "redis/locks/hold_commands.hpp"
 #include "redis/locks/algorithm/cleanup_ledger.hpp"
 #include "redis/locks/algorithm/quorum.hpp"
 

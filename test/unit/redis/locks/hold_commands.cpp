@@ -1,9 +1,9 @@
 // What redis::lock and redis::semaphore send for one hold, and what the
-// answers mean (src/redis/locks/hold_commands.hpp): the one difference between the
+// answers mean (hold_commands in src/redis/locks/algorithm/attempt.hpp): the one difference between the
 // two over their shared shell. No server.
 #include "redis/locks/algorithm/replies.hpp"
 #include "redis/locks/algorithm/scripts.hpp"
-#include "redis/locks/hold_commands.hpp"
+#include "redis/locks/algorithm/attempt.hpp"
 
 #include <dlock/error.hpp>
 #include <dlock/redis/error.hpp>

@@ -1,5 +1,7 @@
 // The Redlock round, without any server.
 #include <dlock/error.hpp>
+#include <dlock/limits.hpp>
+#include "redis/locks/algorithm/options.hpp"
 #include "redis/locks/algorithm/round.hpp"
 
 #include <boost/test/unit_test.hpp>
@@ -409,6 +411,69 @@ BOOST_AUTO_TEST_CASE(fencing_tokens_never_go_back_over_failures_restarts_and_par
       granted += model.last_granted;
     }
   BOOST_TEST(granted > 0);  // rounds were won: the check above ran
+}
+
+// What the observer is told of a round: the first answer of each master
+// (a resend's does not count), the ones still pending at the deadline as
+// timed out, the decision; once, and nothing at all when nobody observes.
+BOOST_AUTO_TEST_CASE(a_round_report_tells_each_masters_vote_once) {
+  using dlock::master_answer;
+  using dlock::redis::detail::round_report;
+  const std::vector<std::string> names{"a:1", "b:2", "c:3"};
+  const dlock::lock_id lock{"k", dlock::lock_kind::redlock};
+  round_report report(true, names, dlock::round_kind::acquire);
+  report.answered(0, master_outcome::ok, {}, t0, t0 + 3ms);
+  report.answered(0, master_outcome::failed, make_error_code(dlock::error::closed), t0, t0 + 9ms);  // not counted
+  report.answered(1, master_outcome::taken, {}, t0, t0 + 5ms);
+  report.decided(make_error_code(dlock::error::taken), t0, t0 + 6ms);
+  report.time_out_pending(t0, t0 + 50ms);
+  auto told = report.settled(lock);
+  BOOST_REQUIRE(told.has_value());
+  BOOST_TEST(told->decision == make_error_code(dlock::error::taken));
+  BOOST_TEST(told->decided_after.count() == std::chrono::nanoseconds(6ms).count());
+  BOOST_REQUIRE(told->masters.size() == 3u);
+  BOOST_TEST((told->masters[0].answer == master_answer::yes));
+  BOOST_TEST(told->masters[0].latency.count() == std::chrono::nanoseconds(3ms).count());
+  BOOST_TEST((told->masters[1].answer == master_answer::taken));
+  BOOST_TEST((told->masters[2].answer == master_answer::timed_out));
+  BOOST_TEST(told->masters[2].error == make_error_code(dlock::error::timed_out));
+  BOOST_TEST(told->masters[2].master == "c:3");
+  BOOST_TEST(!report.settled(lock).has_value());  // once
+
+  round_report unobserved(false, names, dlock::round_kind::extend);
+  unobserved.answered(0, master_outcome::ok, {}, t0, t0);
+  BOOST_TEST(!unobserved.settled(lock).has_value());
+}
+
+BOOST_AUTO_TEST_CASE(masters_given_twice_or_null_are_refused) {
+  using dlock::redis::detail::redlock_masters_invalid;
+  dlock::redis::options a, b, a_again;
+  a.host = "127.0.0.1", a.port = 7000;
+  b.host = "127.0.0.1", b.port = 7001;
+  a_again.host = "localhost", a_again.port = 7000;
+  std::vector<const dlock::redis::options*> good{&a, &b};
+  BOOST_TEST(redlock_masters_invalid(good).empty());
+  std::vector<const dlock::redis::options*> with_null{&a, nullptr};
+  BOOST_TEST(redlock_masters_invalid(with_null) == "redlock: a master is null");
+  std::vector<const dlock::redis::options*> twice{&a, &b, &a};
+  BOOST_TEST(redlock_masters_invalid(twice) == "redlock: master 127.0.0.1:7000 is given twice");
+  std::vector<const dlock::redis::options*> by_name{&a, &a_again};
+  BOOST_TEST(!redlock_masters_invalid(by_name).empty());  // localhost is 127.0.0.1
+}
+
+BOOST_AUTO_TEST_CASE(an_extension_outlasts_the_per_master_timeout) {
+  using dlock::redis::detail::extend_ttl_invalid;
+  BOOST_TEST(!extend_ttl_invalid(1000ms, 50ms));
+  BOOST_TEST(extend_ttl_invalid(50ms, 50ms));
+  BOOST_TEST(!extend_ttl_invalid(50ms, 0ms));  // one server: no per-master timeout
+  BOOST_TEST(extend_ttl_invalid(0ms, 0ms));
+  BOOST_TEST(extend_ttl_invalid(dlock::max_duration + 1ms, 0ms));
+}
+
+BOOST_AUTO_TEST_CASE(outcomes_are_described_per_master) {
+  std::vector<std::string> names{"a:1", "b:2"};
+  std::vector<master_outcome> outcomes{master_outcome::ok, master_outcome::timed_out};
+  BOOST_TEST(dlock::redis::detail::describe(names, outcomes) == "a:1=ok b:2=timed_out");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -1,6 +1,6 @@
 // The validity of a Redis hold (one formula for every Redis lock) and the
 // retry schedule between attempts, without any server.
-#include "redis/locks/algorithm/retry_schedule.hpp"
+#include "redis/locks/algorithm/acquire_machine.hpp"
 #include "redis/locks/algorithm/timing.hpp"
 
 #include <boost/test/unit_test.hpp>
