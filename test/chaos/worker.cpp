@@ -360,7 +360,8 @@ asio::awaitable<void> redis_loop(worker_ctx* c) {
 
 // The master the sentinels name (DLOCK_SENTINELS, DLOCK_SENTINEL_MASTER), followed through failovers.
 redis::options sentinel_connection_options() {
-  redis::options o = redis_options({});
+  // host and port are not used with sentinels, but connect() refuses an empty host.
+  redis::options o = redis_options({"127.0.0.1", 6379});
   for (const auto& s : parse_hosts(required_env("DLOCK_SENTINELS"))) o.sentinel.sentinels.push_back({s.host, s.port});
   o.sentinel.master_name = required_env("DLOCK_SENTINEL_MASTER");
   return o;
