@@ -29,6 +29,8 @@
 //                                     run one at a time, so it ends the last `fault`.
 //                                     A Sentinel set's fault names the master before
 //                                     it and after it: they differ after a failover
+//   switched MASTER - T OLD NEW       the sentinels were seen naming NEW instead of OLD
+//                                     (orchestrator, polling every 100 ms during a fault)
 //   orphan WHAT - T DETAIL...         a lock node or key left at the end (orchestrator)
 //   error  WHAT WORKER T DETAIL...    a worker failed (threw, crashed, did not stop)
 //   note   WHAT - T DETAIL...         informative, ignored by the verdicts
@@ -72,7 +74,9 @@
 //    before it) must reach every holder granted before the fault began: one
 //    whose section still runs when the fault is healed (not told of a loss,
 //    its validity not run out, not ended) "kept believing": a violation. The
-//    losses told with reason failed_over are counted (`failed_over_reason`).
+//    losses told with reason failed_over are counted (`failed_over_reason`),
+//    and so are the holders granted before the fault that still held the lock
+//    when the new master was seen (`switched`, else the fault's end).
 //  - Fencing tokens (non-zero) must grow: a write section's token is above
 //    every token of sections begun before it; a read section's token is above
 //    every write section's token begun before it.
@@ -206,7 +210,7 @@ struct backend_figures {
   std::string longest_free_wait_where;  // who waited for what, from when
   bool masters_tracked = false;         // the faults name the master before and after (Sentinel)
   std::size_t failovers = 0;            // faults after which another server was the master
-  std::size_t held_at_failover = 0;     // sections granted before a failover and still held when it began
+  std::size_t held_at_failover = 0;     // sections granted before a failover, still held at the switch
   std::size_t told_failed_over = 0;     // sections told of their loss (or failed release) with failed_over
   std::size_t kept_believing = 0;       // violations: still entitled after a failover completed, untold
   std::size_t token_checks = 0;         // sections whose token was compared
@@ -297,6 +301,7 @@ struct fault_span {
   nanos begin = 0, end = 0;
   std::vector<std::string> fields;
   std::string master_before, master_after;  // from `healed KIND - T OLD NEW`, when named
+  nanos switched = never;                   // the first `switched` seen during the fault
   bool failed_over() const { return !master_before.empty() && master_before != master_after; }
 };
 
@@ -307,6 +312,8 @@ inline std::vector<fault_span> fault_spans_of(const std::vector<record>& records
     if (r.kind == "fault") {
       out.push_back({r.subject, r.time, r.time, r.fields, {}, {}});
       open = true;
+    } else if (r.kind == "switched" && open) {
+      out.back().switched = std::min(out.back().switched, r.time);
     } else if (r.kind == "healed" && open) {
       out.back().end = r.time;
       if (r.fields.size() >= 2) {
@@ -429,7 +436,7 @@ inline void check_failovers(const std::string& backend, const std::vector<sectio
     ++fig.failovers;
     for (const auto& s : sections) {
       if (s.begin >= f.begin) continue;  // granted during or after the fault: on either master
-      if (s.held_until() > f.begin) ++fig.held_at_failover;
+      if (s.held_until() > std::min(f.switched, f.end)) ++fig.held_at_failover;
       if (s.effective_end() <= f.end) continue;
       ++fig.kept_believing;
       out.push_back({backend, "holder kept believing through a failover (" + f.kind + " from " + std::to_string(f.begin) +
