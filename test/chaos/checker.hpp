@@ -75,8 +75,8 @@
 //    whose section still runs when the fault is healed (not told of a loss,
 //    its validity not run out, not ended) "kept believing": a violation. The
 //    losses told with reason failed_over are counted (`failed_over_reason`),
-//    and so are the holders granted before the fault that still held the lock
-//    when the new master was seen (`switched`, else the fault's end).
+//    and so are the holders granted before the new master was seen
+//    (`switched`, else the fault's end) that still held the lock then.
 //  - Fencing tokens (non-zero) must grow: a write section's token is above
 //    every token of sections begun before it; a read section's token is above
 //    every write section's token begun before it.
@@ -210,7 +210,7 @@ struct backend_figures {
   std::string longest_free_wait_where;  // who waited for what, from when
   bool masters_tracked = false;         // the faults name the master before and after (Sentinel)
   std::size_t failovers = 0;            // faults after which another server was the master
-  std::size_t held_at_failover = 0;     // sections granted before a failover, still held at the switch
+  std::size_t held_at_failover = 0;     // sections granted before a switch of master, still held at it
   std::size_t told_failed_over = 0;     // sections told of their loss (or failed release) with failed_over
   std::size_t kept_believing = 0;       // violations: still entitled after a failover completed, untold
   std::size_t token_checks = 0;         // sections whose token was compared
@@ -434,9 +434,11 @@ inline void check_failovers(const std::string& backend, const std::vector<sectio
     if (!f.master_before.empty()) fig.masters_tracked = true;
     if (!f.failed_over()) continue;
     ++fig.failovers;
+    nanos switched = std::min(f.switched, f.end);
+    for (const auto& s : sections)
+      if (s.begin < switched && s.held_until() > switched) ++fig.held_at_failover;
     for (const auto& s : sections) {
       if (s.begin >= f.begin) continue;  // granted during or after the fault: on either master
-      if (s.held_until() > std::min(f.switched, f.end)) ++fig.held_at_failover;
       if (s.effective_end() <= f.end) continue;
       ++fig.kept_believing;
       out.push_back({backend, "holder kept believing through a failover (" + f.kind + " from " + std::to_string(f.begin) +
