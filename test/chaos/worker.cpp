@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <random>
@@ -367,6 +368,13 @@ redis::options sentinel_connection_options() {
   return o;
 }
 
+// How many replicas must acknowledge a grant: 1 (of the set's 2), unless
+// DLOCK_CHAOS_SENTINEL_REPLICAS says otherwise (to compare: 2 waits for both).
+int sentinel_replicas() {
+  const char* value = std::getenv("DLOCK_CHAOS_SENTINEL_REPLICAS");
+  return value && *value ? std::stoi(value) : 1;
+}
+
 // The single fenced lock on a Sentinel-managed master. Its key and fencing
 // counter reach a replica before the grant counts (replicas = 1: WAIT), so a
 // promoted replica has them: tokens are checked here, and must grow through
@@ -384,7 +392,7 @@ asio::awaitable<void> sentinel_loop(worker_ctx* c) {
   o.retry_delay = 30ms;
   o.retry_jitter = 20ms;
   o.auto_extend = true;
-  o.replicas = 1;
+  o.replicas = sentinel_replicas();
   o.replica_timeout = milliseconds(sentinel_replica_timeout_ms);
   redis::lock lock(master, redis_key(c->run_id, c->recipe), o);
   lock_probe probe;
