@@ -395,6 +395,7 @@ asio::awaitable<void> sentinel_loop(worker_ctx* c) {
   o.replicas = sentinel_replicas();
   o.replica_timeout = milliseconds(sentinel_replica_timeout_ms);
   redis::lock lock(master, redis_key(c->run_id, c->recipe), o);
+  c->rec->write("note", c->recipe, {"replicas", std::to_string(o.replicas)});
   lock_probe probe;
   probe.name = c->recipe;
   probe.token = [&] { return lock.fencing_token(); };
