@@ -75,8 +75,11 @@
 //    whose section still runs when the fault is healed (not told of a loss,
 //    its validity not run out, not ended) "kept believing": a violation. The
 //    losses told with reason failed_over are counted (`failed_over_reason`),
-//    and so are the holders granted before the new master was seen
-//    (`switched`, else the fault's end) that still held the lock then.
+//    and so are the holders granted before the fault began (on the old
+//    master, surely) that still held the lock when the new master was seen
+//    (`switched`, else the fault's end; a contender may learn of the new
+//    master before the orchestrator's poll does, so a grant after the fault
+//    began may be on either master and is not counted).
 //  - Fencing tokens (non-zero) must grow: a write section's token is above
 //    every token of sections begun before it; a read section's token is above
 //    every write section's token begun before it.
@@ -210,7 +213,7 @@ struct backend_figures {
   std::string longest_free_wait_where;  // who waited for what, from when
   bool masters_tracked = false;         // the faults name the master before and after (Sentinel)
   std::size_t failovers = 0;            // faults after which another server was the master
-  std::size_t held_at_failover = 0;     // sections granted before a switch of master, still held at it
+  std::size_t held_at_failover = 0;     // sections granted before a failover fault, still held at the switch
   std::size_t told_failed_over = 0;     // sections told of their loss (or failed release) with failed_over
   std::size_t kept_believing = 0;       // violations: still entitled after a failover completed, untold
   std::size_t token_checks = 0;         // sections whose token was compared
@@ -435,10 +438,9 @@ inline void check_failovers(const std::string& backend, const std::vector<sectio
     if (!f.failed_over()) continue;
     ++fig.failovers;
     nanos switched = std::min(f.switched, f.end);
-    for (const auto& s : sections)
-      if (s.begin < switched && s.held_until() > switched) ++fig.held_at_failover;
     for (const auto& s : sections) {
       if (s.begin >= f.begin) continue;  // granted during or after the fault: on either master
+      if (s.held_until() > switched) ++fig.held_at_failover;
       if (s.effective_end() <= f.end) continue;
       ++fig.kept_believing;
       out.push_back({backend, "holder kept believing through a failover (" + f.kind + " from " + std::to_string(f.begin) +
