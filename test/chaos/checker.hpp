@@ -25,8 +25,12 @@
 //   ack?   QUEUE WORKER T ITEM        an ack failed with an unknown outcome
 //   left   QUEUE - T ITEM             the item was still in the queue at the end
 //   fault  KIND - T DETAIL...         a fault was injected (orchestrator)
-//   healed KIND - T                   that fault restored what it changed: faults
-//                                     run one at a time, so it ends the last `fault`
+//   healed KIND - T [OLD NEW]         that fault restored what it changed: faults
+//                                     run one at a time, so it ends the last `fault`.
+//                                     A Sentinel set's fault names the master before
+//                                     it and after it: they differ after a failover
+//   switched MASTER - T OLD NEW       the sentinels were seen naming NEW instead of OLD
+//                                     (orchestrator, polling every 100 ms during a fault)
 //   orphan WHAT - T DETAIL...         a lock node or key left at the end (orchestrator)
 //   error  WHAT WORKER T DETAIL...    a worker failed (threw, crashed, did not stop)
 //   note   WHAT - T DETAIL...         informative, ignored by the verdicts
@@ -66,6 +70,16 @@
 //    fault intervals (`fault` to `healed`; the clock pauses during faults,
 //    which may make the lock unreachable, and resumes after; a holder
 //    recorded meanwhile starts the count again). A violation.
+//  - A failover (a fault whose `healed` names another master than the one
+//    before it) must reach every holder granted before the fault began: one
+//    whose section still runs when the fault is healed (not told of a loss,
+//    its validity not run out, not ended) "kept believing": a violation. The
+//    losses told with reason failed_over are counted (`failed_over_reason`),
+//    and so are the holders granted before the fault began (on the old
+//    master, surely) that still held the lock when the new master was seen
+//    (`switched`, else the fault's end; a contender may learn of the new
+//    master before the orchestrator's poll does, so a grant after the fault
+//    began may be on either master and is not counted).
 //  - Fencing tokens (non-zero) must grow: a write section's token is above
 //    every token of sections begun before it; a read section's token is above
 //    every write section's token begun before it.
@@ -94,6 +108,12 @@ constexpr nanos never = std::numeric_limits<nanos>::max();
 constexpr int zk_session_timeout_ms = 4000;
 constexpr int redis_ttl_ms = 1000;
 constexpr int redis_reconnect_max_ms = 2000;
+/// How long a Sentinel contender's WAIT gives a replica to acknowledge.
+constexpr int sentinel_replica_timeout_ms = 200;
+
+/// How a worker records the loss reason dlock::error::failed_over (the
+/// checker counts the holders told of a failover by it).
+constexpr const char* failed_over_reason = "failed_over";
 
 /// How long a contender may wait, outside faults, while nobody holds the
 /// lock, in nanoseconds.
@@ -109,7 +129,7 @@ inline nanos stuck_bound(const std::string& backend) {
 }
 
 struct record {
-  std::string backend;  // "zk" or "redis"
+  std::string backend;  // "zk", "redis" or "sentinel"
   std::string kind;
   std::string subject;  // lock, queue, fault kind, orphan kind
   std::string worker;
@@ -191,6 +211,11 @@ struct backend_figures {
   std::size_t stuck_waiters = 0;        // violations: waited past the bound while the lock was free
   nanos longest_free_wait = 0;          // the longest such wait, outside faults (informative)
   std::string longest_free_wait_where;  // who waited for what, from when
+  bool masters_tracked = false;         // the faults name the master before and after (Sentinel)
+  std::size_t failovers = 0;            // faults after which another server was the master
+  std::size_t held_at_failover = 0;     // sections granted before a failover fault, still held at the switch
+  std::size_t told_failed_over = 0;     // sections told of their loss (or failed release) with failed_over
+  std::size_t kept_believing = 0;       // violations: still entitled after a failover completed, untold
   std::size_t token_checks = 0;         // sections whose token was compared
   std::size_t token_regressions = 0;
   std::size_t unfinished = 0;           // sections with no end record (informative)
@@ -278,6 +303,9 @@ struct fault_span {
   std::string kind;
   nanos begin = 0, end = 0;
   std::vector<std::string> fields;
+  std::string master_before, master_after;  // from `healed KIND - T OLD NEW`, when named
+  nanos switched = never;                   // the first `switched` seen during the fault
+  bool failed_over() const { return !master_before.empty() && master_before != master_after; }
 };
 
 inline std::vector<fault_span> fault_spans_of(const std::vector<record>& records) {
@@ -285,10 +313,16 @@ inline std::vector<fault_span> fault_spans_of(const std::vector<record>& records
   bool open = false;
   for (const auto& r : records) {
     if (r.kind == "fault") {
-      out.push_back({r.subject, r.time, r.time, r.fields});
+      out.push_back({r.subject, r.time, r.time, r.fields, {}, {}});
       open = true;
+    } else if (r.kind == "switched" && open) {
+      out.back().switched = std::min(out.back().switched, r.time);
     } else if (r.kind == "healed" && open) {
       out.back().end = r.time;
+      if (r.fields.size() >= 2) {
+        out.back().master_before = r.fields[0];
+        out.back().master_after = r.fields[1];
+      }
       open = false;
     }
   }
@@ -390,6 +424,29 @@ inline void check_late_grants(const std::string& backend, const std::vector<sect
     out.push_back({backend, "late grant on " + s.lock + ": a section began with no validity left (" +
                                 std::to_string((s.begin - s.first_deadline) / 1'000'000) +
                                 " ms past the deadline it was granted with): " + describe(s)});
+  }
+}
+
+// See "A failover ... must reach every holder granted before the fault began" above.
+inline void check_failovers(const std::string& backend, const std::vector<section>& sections,
+                            const std::vector<fault_span>& faults, backend_figures& fig,
+                            std::vector<violation>& out) {
+  for (const auto& s : sections)
+    if (s.loss_reason == failed_over_reason || s.release_error == failed_over_reason) ++fig.told_failed_over;
+  for (const auto& f : faults) {
+    if (!f.master_before.empty()) fig.masters_tracked = true;
+    if (!f.failed_over()) continue;
+    ++fig.failovers;
+    nanos switched = std::min(f.switched, f.end);
+    for (const auto& s : sections) {
+      if (s.begin >= f.begin) continue;  // granted during or after the fault: on either master
+      if (s.held_until() > switched) ++fig.held_at_failover;
+      if (s.effective_end() <= f.end) continue;
+      ++fig.kept_believing;
+      out.push_back({backend, "holder kept believing through a failover (" + f.kind + " from " + std::to_string(f.begin) +
+                                  " to " + std::to_string(f.end) + ", master " + f.master_before + " -> " +
+                                  f.master_after + "): " + describe(s)});
+    }
   }
 }
 
@@ -556,6 +613,7 @@ inline report analyse(const std::vector<record>& records, const std::set<std::st
     detail::check_overlaps(backend, sections, detail::forced_expiries_of(recs), detail::pauses_of(faults), fig,
                            rep.violations);
     detail::check_late_grants(backend, sections, fig, rep.violations);
+    detail::check_failovers(backend, sections, faults, fig, rep.violations);
     detail::check_stuck_waiters(backend, recs, sections, faults, stuck_bound(backend), fig, rep.violations);
     fig.fencing_checked = !unfenced_backends.count(backend);
     if (fig.fencing_checked) detail::check_tokens(backend, sections, fig, rep.violations);
@@ -576,6 +634,9 @@ inline std::string summary_line(const std::string& backend, const backend_figure
   line << ") losses=" << fig.losses << " faults:";
   if (fig.faults.empty()) line << " none";
   for (const auto& [kind, n] : fig.faults) line << " " << kind << "=" << n;
+  if (fig.masters_tracked || fig.told_failed_over)
+    line << " failovers=" << fig.failovers << " held_at_failover=" << fig.held_at_failover
+         << " told_failed_over=" << fig.told_failed_over << " kept_believing=" << fig.kept_believing;
   line << " | overlaps=" << fig.overlaps << " overlaps_after_loss=" << fig.overlaps_after_loss;
   if (fig.overlaps_fenced) line << " overlaps_fenced=" << fig.overlaps_fenced;
   if (fig.overlaps_paused) line << " overlaps_paused=" << fig.overlaps_paused;

@@ -1,6 +1,6 @@
 // dlock_chaos: contenders under random faults, and the checker of what they did.
 //
-//   dlock_chaos run --backend zk|redis --dir DIR [--seconds 60] [--seed N]
+//   dlock_chaos run --backend zk|redis|sentinel --dir DIR [--seconds 60] [--seed N]
 //       starts 3 worker processes per recipe of the backend, injects faults
 //       into the servers named by the env of scripts/servers, stops the
 //       workers, looks for orphans, then checks (as `check DIR`).
@@ -26,7 +26,7 @@ int main(int argc, char** argv) {
     std::cerr << "dlock_chaos " << mode << ": " << e.what() << "\n";
     return 2;
   }
-  std::cerr << "usage: dlock_chaos run --backend zk|redis --dir DIR [--seconds 60] [--seed N]\n"
+  std::cerr << "usage: dlock_chaos run --backend zk|redis|sentinel --dir DIR [--seconds 60] [--seed N]\n"
                "       dlock_chaos check DIR...\n";
   return 2;
 }

@@ -52,6 +52,9 @@ struct run_ctx {
   std::string servers_script;
   std::vector<host_port> ensemble;  // zk1..zk3
   std::vector<host_port> masters;   // redis1..redis5
+  std::vector<host_port> sentinels;       // sentinel1..3 (backend sentinel)
+  std::vector<host_port> sentinel_nodes;  // sredis1..3
+  std::string sentinel_master;            // the name they monitor
   std::vector<worker_process> workers;
   recorder* rec = nullptr;
   std::mt19937_64 rng;
@@ -249,8 +252,11 @@ int less_or_more_than(run_ctx& r, int limit) {
   return r.uniform(0, 1) ? r.uniform(limit * 3 / 10, limit * 8 / 10) : r.uniform(limit * 12 / 10, limit * 5 / 2);
 }
 
+std::string current_master(const run_ctx& r);
+
 std::vector<std::string> servers_of(const run_ctx& r, const std::string& recipe) {
   if (r.backend == "zk") return {"zk1", "zk2", "zk3"};
+  if (r.backend == "sentinel") return {current_master(r)};
   if (recipe == "lock") return {"redis1"};
   return {"redis1", "redis2", "redis3", "redis4", "redis5"};
 }
@@ -455,7 +461,134 @@ void redis_restart_while_paused(run_ctx& r) {
   signal_server(r, paused, SIGCONT);
 }
 
+// --- a Sentinel set: failovers ------------------------------------------------
+// Every fault here ends with the set settled (one master, its replicas linked,
+// the sentinels agreeing), and inject_one names the master before and after
+// it in the `healed` record: the checker's failovers.
+
+// The data node (sredisN) the sentinels name as the master; empty if none answers.
+std::string current_master(const run_ctx& r) {
+  for (const auto& s : r.sentinels) {
+    std::istringstream answer(capture(redis_cli(s, "SENTINEL GET-MASTER-ADDR-BY-NAME " + r.sentinel_master)));
+    std::string host, port;
+    if (!(answer >> host >> port)) continue;
+    for (std::size_t i = 0; i < r.sentinel_nodes.size(); ++i)
+      if (std::to_string(r.sentinel_nodes[i].port) == port) return "sredis" + std::to_string(i + 1);
+  }
+  return {};
+}
+
+// Asks the sentinels every 100 ms, until `until`, whether they name a master
+// other than `old`; records the switch when they do (the checker counts the
+// holders still holding then).
+bool watch_for_switch(run_ctx& r, const std::string& old, std::chrono::steady_clock::time_point until) {
+  while (std::chrono::steady_clock::now() < until) {
+    auto now = current_master(r);
+    if (!now.empty() && now != old) {
+      r.rec->write("switched", "master", {old, now});
+      return true;
+    }
+    r.sleep_ms(100);
+  }
+  return false;
+}
+
+void await_new_master(run_ctx& r, const std::string& old) {
+  if (!watch_for_switch(r, old, std::chrono::steady_clock::now() + 30s))
+    r.rec->write("note", "failover", {"no_new_master_within_30s", old});
+}
+
+// The master killed; once the sentinels promoted a replica, it comes back as a
+// replica of the new master (scripts/servers restart).
+void sentinel_master_kill(run_ctx& r) {
+  auto master = current_master(r);
+  if (master.empty()) return r.rec->write("note", "master_kill", {"no_master_named"});
+  start_fault(r, "master_kill", {master});
+  servers(r, "kill", master);
+  await_new_master(r, master);
+  servers(r, "restart", master);
+}
+
+// A failover the sentinels carry out on request, the old master alive.
+void sentinel_failover(run_ctx& r) {
+  auto master = current_master(r);
+  if (master.empty()) return r.rec->write("note", "sentinel_failover", {"no_master_named"});
+  const auto& asked = r.sentinels.at(static_cast<std::size_t>(r.uniform(0, static_cast<int>(r.sentinels.size()) - 1)));
+  start_fault(r, "sentinel_failover", {master});
+  if (capture(redis_cli(asked, "SENTINEL FAILOVER " + r.sentinel_master)).find("OK") == std::string::npos)
+    r.rec->write("note", "sentinel_failover", {"refused"});
+  else
+    await_new_master(r, master);
+}
+
+// A replica frozen (SIGSTOP) for 0.5-3 s: the other one must acknowledge the WAITs.
+void sentinel_replica_pause(run_ctx& r) {
+  auto master = current_master(r);
+  std::vector<std::string> replicas;
+  for (std::size_t i = 1; i <= r.sentinel_nodes.size(); ++i)
+    if ("sredis" + std::to_string(i) != master) replicas.push_back("sredis" + std::to_string(i));
+  auto name = replicas.at(static_cast<std::size_t>(r.uniform(0, static_cast<int>(replicas.size()) - 1)));
+  int ms = r.uniform(500, 3000);
+  start_fault(r, "replica_pause", {name, std::to_string(ms) + "ms"});
+  signal_server(r, name, SIGSTOP);
+  r.sleep_ms(ms);
+  signal_server(r, name, SIGCONT);
+}
+
+const host_port& sentinel_node(const run_ctx& r, const std::string& name) {
+  return r.sentinel_nodes.at(static_cast<std::size_t>(std::stoi(name.substr(6)) - 1));
+}
+
+// Every client connection of the master cut while commands are in flight
+// (the sentinels' and the replicas' links are not normal clients, or reconnect).
+void sentinel_connection_cut(run_ctx& r) {
+  auto master = current_master(r);
+  if (master.empty()) return r.rec->write("note", "connection_cut", {"no_master_named"});
+  start_fault(r, "connection_cut", {master});
+  shell(r, redis_cli(sentinel_node(r, master), "CLIENT KILL TYPE normal SKIPME yes"));
+}
+
+// The master cut off from everyone (clients, replicas, sentinels) for 0.5-4 s:
+// often long enough (down-after 1 s) for the sentinels to promote a replica,
+// after which the old master comes back as a master with the old keys until
+// they demote it.
+void sentinel_partition(run_ctx& r) {
+  auto master = current_master(r);
+  if (master.empty()) return r.rec->write("note", "partition", {"no_master_named"});
+  std::string hook = std::getenv("DLOCK_CHAOS_PARTITION");
+  int ms = r.uniform(500, 4000);
+  auto end = std::chrono::steady_clock::now() + milliseconds(ms);
+  start_fault(r, "partition", {master, std::to_string(ms) + "ms"});
+  if (shell(r, "'" + hook + "' start " + master) != 0) r.rec->write("note", "partition", {"start_failed", master});
+  bool switched = watch_for_switch(r, master, end);
+  std::this_thread::sleep_until(end);
+  if (shell(r, "'" + hook + "' stop " + master) != 0) r.rec->write("note", "partition", {"stop_failed", master});
+  // A failover the sentinels began during the partition may end after it.
+  if (!switched) watch_for_switch(r, master, std::chrono::steady_clock::now() + 5s);
+}
+
+void inject_sentinel_fault(run_ctx& r) {
+  using fault = void (*)(run_ctx&);
+  std::vector<fault> kinds = {sentinel_master_kill, sentinel_failover, sentinel_replica_pause,
+                              sentinel_connection_cut, client_pause};
+  if (partition_available()) kinds.push_back(sentinel_partition);
+  auto before = current_master(r);
+  kinds[static_cast<std::size_t>(r.uniform(0, static_cast<int>(kinds.size()) - 1))](r);
+  if (r.fault.empty()) return;
+  // The fault is healed once the set has settled: a failover it caused is over.
+  servers(r, "settle", "");
+  auto after = current_master(r);
+  if (before.empty() || after.empty()) {
+    r.rec->write("note", "masters", {"unknown", before.empty() ? "-" : before, after.empty() ? "-" : after});
+    r.rec->write("healed", r.fault);
+  } else {
+    r.rec->write("healed", r.fault, {before, after});
+  }
+  r.fault.clear();
+}
+
 void inject_one(run_ctx& r) {
+  if (r.backend == "sentinel") return inject_sentinel_fault(r);
   using fault = void (*)(run_ctx&);
   std::vector<fault> kinds;
   if (r.backend == "zk")
@@ -553,6 +686,8 @@ void restore_servers(run_ctx& r) {
   std::vector<std::string> names;
   if (r.backend == "zk")
     names = {"zk1", "zk2", "zk3"};
+  else if (r.backend == "sentinel")
+    names = {"sredis1", "sredis2", "sredis3", "sentinel1", "sentinel2", "sentinel3"};
   else
     names = {"redis1", "redis2", "redis3", "redis4", "redis5"};
   for (const auto& n : names) servers(r, "resume", n);
@@ -561,6 +696,7 @@ void restore_servers(run_ctx& r) {
     if (status.find(n + " stopped") != std::string::npos) servers(r, "restart", n);
   for (auto& w : r.workers)
     if (!w.exited) ::kill(w.pid, SIGCONT);
+  if (r.backend == "sentinel") servers(r, "settle", "");
   if (r.backend != "redis") return;
   // What the error faults change, should one have stopped half way.
   for (const auto& m : r.masters) {
@@ -596,6 +732,18 @@ asio::awaitable<void> zk_inventory(run_ctx* r) {
   co_await session.close();
 }
 
+// The lock's key on the master the sentinels name now (its replicas follow it).
+void sentinel_inventory(run_ctx& r) {
+  auto master = current_master(r);
+  if (master.empty()) return r.rec->write("error", "inventory", {"no_master_named"});
+  auto key = redis_key(r.run_id, "lock");
+  std::string answer = capture(redis_cli(sentinel_node(r, master), "EXISTS " + key));
+  if (answer.find('1') != std::string::npos)
+    r.rec->write("orphan", "key", {master, key});
+  else if (answer.find('0') == std::string::npos)
+    r.rec->write("error", "inventory", {master, "no_answer"});
+}
+
 void inventory(run_ctx& r) {
   if (r.backend == "zk") {
     // Nodes of a dead session may live until its timeout: wait it out.
@@ -614,6 +762,7 @@ void inventory(run_ctx& r) {
     return;
   }
   r.sleep_ms(redis_ttl_ms + 1000);  // past every TTL
+  if (r.backend == "sentinel") return sentinel_inventory(r);
   for (const auto& recipe : recipes_of("redis")) {
     auto key = redis_key(r.run_id, recipe);
     for (std::size_t i = 0; i < r.masters.size(); ++i) {
@@ -641,6 +790,11 @@ int run_main(const arguments& args) {
   r.masters = parse_hosts(required_env("DLOCK_REDIS_MASTERS"));
   if (r.ensemble.size() != 3 || r.masters.size() != 5)
     throw std::runtime_error("expected 3 ensemble members and 5 redis masters");
+  if (r.backend == "sentinel") {
+    r.sentinels = parse_hosts(required_env("DLOCK_SENTINELS"));
+    r.sentinel_nodes = parse_hosts(required_env("DLOCK_SENTINEL_NODES"));
+    r.sentinel_master = required_env("DLOCK_SENTINEL_MASTER");
+  }
   std::filesystem::create_directories(r.dir);
   recorder rec(r.dir + "/orchestrator-" + r.backend + ".log", r.backend, "-");
   r.rec = &rec;

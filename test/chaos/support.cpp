@@ -71,7 +71,8 @@ std::vector<host_port> parse_hosts(const std::string& list) {
 std::vector<std::string> recipes_of(const std::string& backend) {
   if (backend == "zk") return {"mutex", "rwlock", "election", "queue"};
   if (backend == "redis") return {"lock", "redlock"};
-  throw std::runtime_error("unknown backend " + backend + " (zk or redis)");
+  if (backend == "sentinel") return {"lock"};
+  throw std::runtime_error("unknown backend " + backend + " (zk, redis or sentinel)");
 }
 
 std::string zk_root(const std::string& run_id) { return "/dlock-chaos/" + run_id; }

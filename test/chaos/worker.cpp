@@ -7,6 +7,7 @@
 #include <chaos/support.hpp>
 #include <common/zk.hpp>
 
+#include <dlock/error.hpp>
 #include <dlock/redis/connection.hpp>
 #include <dlock/redis/lock.hpp>
 #include <dlock/redis/redlock.hpp>
@@ -32,6 +33,7 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <random>
@@ -68,6 +70,12 @@ std::string ec_name(const error_code& ec) {
   return text.empty() ? "unknown" : text;
 }
 
+// A loss's reason as the checker reads it: failed_over by name (the checker
+// counts the holders told of a failover), anything else as its message.
+std::string reason_name(const error_code& ec) {
+  return ec == dlock::error::failed_over ? failed_over_reason : ec_name(ec);
+}
+
 // A sleep that returns false when cancelled (never throws).
 asio::awaitable<bool> pause_for(milliseconds d) {
   asio::steady_timer timer(co_await asio::this_coro::executor, d);
@@ -100,7 +108,7 @@ asio::awaitable<void> section_steps(worker_ctx* c, lock_probe* p) {
   auto start = now_ns();
   rec.write("begin", p->name, {p->write ? "w" : "r", std::to_string(p->token ? p->token() : 0)}, start);
   record_validity(start);
-  bool redis = c->backend == "redis";
+  bool redis = c->backend != "zk";
   int steps = std::uniform_int_distribution<int>(1, redis ? 8 : 5)(c->rng);
   for (int i = 0; i < steps; ++i) {
     if (!co_await pause_for(c->between(10, redis ? 250 : 120))) throw std::runtime_error("cancelled");
@@ -124,7 +132,7 @@ asio::awaitable<void> section_body(worker_ctx* c, lock_probe* p) {
   } catch (const std::exception&) {
     auto& loss = p->loss();
     if (loss.lost())
-      c->rec->write("lost", p->name, {ec_name(loss.reason())});
+      c->rec->write("lost", p->name, {reason_name(loss.reason())});
     else
       c->rec->write("end", p->name, {"cancelled"});
   }
@@ -140,7 +148,7 @@ asio::awaitable<void> contend(worker_ctx* c, Lock* lock, lock_probe* probe) {
   try {
     co_await dlock::with_lock(*lock, body);
   } catch (const boost::system::system_error& e) {
-    failure = ec_name(e.code());
+    failure = reason_name(e.code());
     if (!c->stopping) c->rec->write("note", probe->name, {"with_lock_failed", failure});
   }
   // The hold is over (released, or the release failed): the next holder may be anyone.
@@ -351,6 +359,61 @@ asio::awaitable<void> redis_loop(worker_ctx* c) {
   for (auto& m : masters) m->close();
 }
 
+// The master the sentinels name (DLOCK_SENTINELS, DLOCK_SENTINEL_MASTER), followed through failovers.
+redis::options sentinel_connection_options() {
+  // host and port are not used with sentinels, but connect() refuses an empty host.
+  redis::options o = redis_options({"127.0.0.1", 6379});
+  for (const auto& s : parse_hosts(required_env("DLOCK_SENTINELS"))) o.sentinel.sentinels.push_back({s.host, s.port});
+  o.sentinel.master_name = required_env("DLOCK_SENTINEL_MASTER");
+  return o;
+}
+
+// How many replicas must acknowledge a grant: both of the set's two, unless
+// DLOCK_CHAOS_SENTINEL_REPLICAS says otherwise. With one, tokens went back
+// across processes (14 in a ten-minute run): after a promotion the old
+// master takes grants until +switch-master, and its other replica, still
+// attached, acknowledges them; only every replica acknowledging puts each
+// grant on the one promoted (RELIABILITY.md, "Redis in production").
+int sentinel_replicas() {
+  const char* value = std::getenv("DLOCK_CHAOS_SENTINEL_REPLICAS");
+  return value && *value ? std::stoi(value) : 2;
+}
+
+// The single fenced lock on a Sentinel-managed master. Its key and fencing
+// counter reach a replica before the grant counts (replicas = 1: WAIT), so a
+// promoted replica has them: tokens are checked here, and must grow through
+// failovers.
+asio::awaitable<void> sentinel_loop(worker_ctx* c) {
+  auto executor = co_await asio::this_coro::executor;
+  redis::connection master(executor, sentinel_connection_options());
+  // The first attempt may fail mid-failover: the connection keeps trying by itself.
+  auto [ec] = co_await master.connect(asio::as_tuple(asio::use_awaitable));
+  if (ec) c->rec->write("note", c->recipe, {"connect_failed", ec_name(ec)});
+  redis::lock_options o;
+  o.fencing = true;
+  o.ttl = milliseconds(redis_ttl_ms);
+  o.wait = 3000ms;
+  o.retry_delay = 30ms;
+  o.retry_jitter = 20ms;
+  o.auto_extend = true;
+  o.replicas = sentinel_replicas();
+  o.replica_timeout = milliseconds(sentinel_replica_timeout_ms);
+  redis::lock lock(master, redis_key(c->run_id, c->recipe), o);
+  c->rec->write("note", c->recipe, {"replicas", std::to_string(o.replicas)});
+  lock_probe probe;
+  probe.name = c->recipe;
+  probe.token = [&] { return lock.fencing_token(); };
+  probe.validity = [&] { return lock.validity(); };
+  probe.loss = [&]() -> dlock::lock_loss& { return lock.loss(); };
+  while (!c->stopping) {
+    co_await contend(c, &lock, &probe);
+    if (!c->stopping) co_await pause_for(c->between(0, 60));
+  }
+  co_await asio::this_coro::reset_cancellation_state();
+  c->rec->write("note", c->recipe, {"closing"});
+  master.close();
+}
+
 asio::awaitable<void> expire_own_session(worker_ctx* c) {
   auto session = c->session;
   if (!session) co_return;
@@ -364,6 +427,8 @@ asio::awaitable<void> expire_own_session(worker_ctx* c) {
 asio::awaitable<void> recipe_main(worker_ctx* c) {
   if (c->backend == "redis")
     co_await redis_loop(c);
+  else if (c->backend == "sentinel")
+    co_await sentinel_loop(c);
   else if (c->recipe == "queue")
     co_await zk_queue_loop(c);
   else

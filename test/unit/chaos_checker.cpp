@@ -327,4 +327,52 @@ BOOST_AUTO_TEST_CASE(an_orphan_is_a_violation_and_the_line_shows_the_figures) {
   BOOST_TEST(line.find("VIOLATION") != std::string::npos);
 }
 
+// Sentinel: a failover is a fault whose `healed` names another master.
+BOOST_AUTO_TEST_CASE(a_sentinel_overlap_before_the_earlier_holder_was_told_is_a_violation) {
+  // a was granted until 1000 on the old master, b on the new one at 300; a is told only at 400.
+  auto rep = analyse(parse({"sentinel fault master_kill - 150 sredis1", "sentinel begin lock a 100 w 5",
+                            "sentinel valid lock a 100 1000", "sentinel begin lock b 300 w 6",
+                            "sentinel valid lock b 300 1300", "sentinel lost lock a 400 failed_over",
+                            "sentinel released lock a 410 failed_over", "sentinel healed master_kill - 500 sredis1 sredis2",
+                            "sentinel end lock b 600"}));
+  BOOST_TEST(!rep.ok());
+  BOOST_TEST(rep.backends["sentinel"].overlaps == 1u);
+  BOOST_TEST(rep.backends["sentinel"].failovers == 1u);
+  BOOST_TEST(rep.backends["sentinel"].told_failed_over == 1u);
+  BOOST_TEST(rep.backends["sentinel"].kept_believing == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(a_sentinel_overlap_after_the_holder_was_told_failed_over_is_allowed_and_counted) {
+  // c (another lock), granted before the fault too, let go before the new master was seen (at 240): not held at it.
+  auto rep = analyse(parse({"sentinel begin lock a 100 w 5", "sentinel valid lock a 100 1000",
+                            "sentinel begin other c 50 w 4", "sentinel end other c 200", "sentinel released other c 210",
+                            "sentinel fault sentinel_failover - 150 sredis1", "sentinel switched master - 240 sredis1 sredis3",
+                            "sentinel lost lock a 250 failed_over",
+                            "sentinel begin lock b 300 w 6", "sentinel valid lock b 300 1300",
+                            "sentinel released lock a 350 failed_over",
+                            "sentinel healed sentinel_failover - 500 sredis1 sredis3", "sentinel end lock b 600"}));
+  BOOST_TEST(rep.ok());
+  BOOST_TEST(rep.backends["sentinel"].overlaps_after_loss == 1u);
+  BOOST_TEST(rep.backends["sentinel"].held_at_failover == 1u);
+  BOOST_TEST(rep.backends["sentinel"].told_failed_over == 1u);
+  auto line = summary_line("sentinel", rep.backends["sentinel"], 0);
+  BOOST_TEST(line.find("failovers=1 held_at_failover=1 told_failed_over=1 kept_believing=0") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(a_holder_still_entitled_after_a_failover_kept_believing) {
+  // a keeps extending (on the new master) past the failover's end, never told.
+  auto rep = analyse(parse({"sentinel begin lock a 100 w 5", "sentinel valid lock a 100 1000",
+                            "sentinel fault sentinel_failover - 150 sredis1", "sentinel valid lock a 400 1400",
+                            "sentinel healed sentinel_failover - 500 sredis1 sredis2", "sentinel valid lock a 800 1800",
+                            "sentinel end lock a 900"}));
+  BOOST_TEST(rep.backends["sentinel"].kept_believing == 1u);
+  BOOST_TEST(!rep.ok());
+  // The same fault with no master change is no failover: nothing to tell.
+  auto same = analyse(parse({"sentinel begin lock a 100 w 5", "sentinel valid lock a 100 1000",
+                             "sentinel fault sentinel_failover - 150 sredis1", "sentinel valid lock a 400 1400",
+                             "sentinel healed sentinel_failover - 500 sredis1 sredis1", "sentinel end lock a 900"}));
+  BOOST_TEST(same.ok());
+  BOOST_TEST(same.backends["sentinel"].failovers == 0u);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

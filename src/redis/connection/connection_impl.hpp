@@ -131,7 +131,8 @@ inline std::string_view options_invalid_reason(const options& o) noexcept {
   if (o.connect_timeout <= milliseconds::zero()) return "connect_timeout must be positive";
   if (o.command_timeout < milliseconds::zero()) return "command_timeout must not be negative (zero: none)";
   if (o.database < 0) return "database must not be negative";
-  if (o.host.empty()) return "host must not be empty";  // the resolver would take it for the loopback
+  // The resolver would take an empty host for the loopback (with Sentinel it is not used).
+  if (o.host.empty() && o.sentinel.master_name.empty()) return "host must not be empty";
   if (o.reconnect && o.reconnect_min <= std::chrono::milliseconds::zero())
     return "reconnect_min must be positive (reconnecting would spin)";
   if (o.reconnect && o.reconnect_max < o.reconnect_min) return "reconnect_max must not be below reconnect_min";
