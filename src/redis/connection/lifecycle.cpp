@@ -184,8 +184,11 @@ lifecycle::action lifecycle::on_lost(error_code why) {
 
 // ---- a failover ----
 
+// Every sentinel announces a switch: the first moves the connection, the
+// others name where it already goes.
 lifecycle::action lifecycle::on_switch_master(const server_address& master) {
   if (phase_ == phase::idle || phase_ == phase::closed) return {};
+  if (master.host == address_.host && master.port == address_.port) return {};
   address_ = master;
   switched_ = true;
   new_master();

@@ -34,6 +34,7 @@ void sentinel_watch::drop_link() {
   if (link_) link_->close();
   link_.reset();
   ping_timer_.cancel();
+  stop_listening();
 }
 
 // ---- a round: each sentinel asked once, from the one that answered last ----
@@ -96,9 +97,9 @@ void sentinel_watch::on_answer(command_index what, error_code ec, const reply& a
       round_->answered_unknown();
       return ask_next();
     case subscribe:
-      if (ec) link_->close();  // on_link_closed starts over
-      else arm_ping();
-      return;
+      if (ec) return link_->close();  // on_link_closed starts over
+      arm_ping();
+      return listen_to_the_others();
     case ping:
     case commands: return;  // a silent sentinel is the link's to notice (it closes)
   }
@@ -130,6 +131,36 @@ void sentinel_watch::on_message(const reply& message) {
 }
 
 // ---- keeping a sentinel watched ----
+
+// The others' answers are not awaited and their losses not repaired: the
+// linked sentinel is the one relied on (pinged, replaced); these only bring
+// the news sooner. The next round opens them again.
+void sentinel_watch::listen_to_the_others() {
+  stop_listening();
+  std::weak_ptr<sentinel_watch> weak = shared_from_this();
+  for (std::size_t i = 0; i < sentinels_.sentinels.size(); ++i) {
+    if (i == linked_) continue;
+    auto listener = std::make_shared<connection_impl>(executor_, link_options(i));
+    listener->set_push_listener([weak](const reply& message) {
+      if (auto self = weak.lock()) self->on_message(message);
+    });
+    listener->connect([weak, listener = std::weak_ptr(listener)](error_code ec) {
+      auto self = weak.lock();
+      auto l = listener.lock();
+      if (ec || !self || !l || self->closed_) return;
+      auto r = l->make_request();
+      r->wire = switch_subscription().take_encoded();
+      r->answer_to(std::shared_ptr<reply_sink>(self), 0, true);  // generation 0: its answer is ignored
+      l->enqueue(std::move(r));
+    });
+    listeners_.push_back(std::move(listener));
+  }
+}
+
+void sentinel_watch::stop_listening() {
+  for (auto& listener : listeners_) listener->close();
+  listeners_.clear();
+}
 
 // The subscription's sentinel went away: another one is asked, and a switch
 // missed meanwhile is found by comparing addresses.

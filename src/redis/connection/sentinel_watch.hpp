@@ -1,5 +1,7 @@
 // The sentinels, as one connection sees them: asked in turn where the
-// master is, and one of them kept as a subscription to `+switch-master`.
+// master is, the one that answered kept as a subscription to
+// `+switch-master`, and every other one subscribed too: the sentinel that
+// leads a failover announces it only at its end, a second after the others.
 // What the answers mean is sentinel.hpp's; when the connection moves is
 // its lifecycle's. This is the glue that talks to the sentinels, through
 // connections of their own.
@@ -14,6 +16,7 @@
 
 #include <memory>
 #include <optional>
+#include <vector>
 
 namespace dlock::redis::detail {
 
@@ -46,6 +49,8 @@ class sentinel_watch : public reply_sink, public std::enable_shared_from_this<se
   void on_message(const reply& message);
   void on_link_closed(std::uint64_t generation);
   void arm_ping();
+  void listen_to_the_others();
+  void stop_listening();
   void arm_rewatch();
   options link_options(std::size_t sentinel) const;
 
@@ -55,6 +60,7 @@ class sentinel_watch : public reply_sink, public std::enable_shared_from_this<se
   std::chrono::milliseconds rewatch_delay_;
   std::weak_ptr<connection_impl> owner_;
   std::shared_ptr<connection_impl> link_;  // to the sentinel asked last
+  std::vector<std::shared_ptr<connection_impl>> listeners_;  // subscribed only, to the others
   std::uint64_t generation_ = 0;           // of link_: answers on older links are ignored
   std::size_t linked_ = 0;                 // the sentinel link_ goes to
   std::size_t first_ = 0;                  // the sentinel that answered last: asked first

@@ -201,6 +201,10 @@ BOOST_AUTO_TEST_CASE(a_switch_at_every_phase_changes_the_master_and_goes_there_a
     BOOST_TEST((resolve.what == kind::resolve && resolve.begins_attempt));
     BOOST_TEST(l.address().host == second_master.host);
     BOOST_TEST(l.address().port == second_master.port);
+    // The other sentinels announce the same switch: nothing more happens.
+    auto again = l.on_switch_master(second_master);
+    BOOST_TEST((again.what == kind::none && !again.master_changed));
+    BOOST_TEST(l.master_epoch() == 1u);
   }
   // Attempting: the attempt ends.
   {
