@@ -361,7 +361,7 @@ asio::awaitable<void> redis_loop(worker_ctx* c) {
 
 // The master the sentinels name (DLOCK_SENTINELS, DLOCK_SENTINEL_MASTER), followed through failovers.
 redis::options sentinel_connection_options() {
-  // host and port are not used with sentinels, but connect() refuses an empty host.
+  // host and port are not used with sentinels.
   redis::options o = redis_options({"127.0.0.1", 6379});
   for (const auto& s : parse_hosts(required_env("DLOCK_SENTINELS"))) o.sentinel.sentinels.push_back({s.host, s.port});
   o.sentinel.master_name = required_env("DLOCK_SENTINEL_MASTER");
@@ -380,9 +380,8 @@ int sentinel_replicas() {
 }
 
 // The single fenced lock on a Sentinel-managed master. Its key and fencing
-// counter reach a replica before the grant counts (replicas = 1: WAIT), so a
-// promoted replica has them: tokens are checked here, and must grow through
-// failovers.
+// counter reach every replica before the grant counts (WAIT), so a promoted
+// replica has them: tokens are checked here, and must grow through failovers.
 asio::awaitable<void> sentinel_loop(worker_ctx* c) {
   auto executor = co_await asio::this_coro::executor;
   redis::connection master(executor, sentinel_connection_options());
