@@ -331,7 +331,7 @@ void connection_impl::hand_out(reply&& r) {
     case multiplexer::answer::kind::resend: return schedule_write();
     case multiplexer::answer::kind::more: return;
     case multiplexer::answer::kind::complete: {
-      bool demoted = answer.ec == error::read_only;
+      bool demoted = answer.ec && answer.ec == error::read_only;  // no error_code made for a success
       if (answer.request->gather) [[unlikely]]
         r = answer.request->take_gathered(std::move(r));
       complete(*answer.request, answer.ec, std::move(r), completion::dispatch);

@@ -51,8 +51,8 @@ void multiplexer::recycle(request_ptr r) {
   r->tail_offset = 0;
   r->replies = 1;
   r->deadline = clock::time_point::max();
+  if (r->gather) r->gathered.reset();
   r->internal = r->use_eval = r->owed = r->gather = false;
-  r->gathered.clear();
   r->target.clear();
   ++r->generation;
   spare_.push_back(std::move(r));
@@ -82,7 +82,7 @@ std::size_t multiplexer::stage(std::string& out) {
     if (r->script) choose_script_form(*r);
     out += r->bytes();
     r->replies_left = r->replies;
-    if (r->gather) r->gathered.clear();  // a block written again (NOSCRIPT) gathers anew
+    if (r->gather && r->gathered) r->gathered->clear();  // a block written again gathers anew
     commands_ += r->replies;
   };
   std::size_t n = queue_.stage_each(skip, on_staged);
@@ -162,7 +162,9 @@ multiplexer::answer multiplexer::on_reply(const reply& r) {
       // A script in the block met a flushed cache: its next use goes as EVAL
       // (the block's answer tells this one's caller).
       if (r.is_error() && classify_error(r.string()) == error::no_script) loaded_scripts_.clear();
-      (*oldest)->gathered.push_back(r);
+      auto& gathered = (*oldest)->gathered;
+      if (!gathered) gathered = std::make_unique<std::vector<reply>>();
+      gathered->push_back(r);
     }
     return {answer::kind::more, nullptr, {}};
   }

@@ -120,7 +120,9 @@ struct request {
   // script) unless borrowed; and, once built, a script's EVAL form, which
   // replaces it (one buffer, so a request stays small).
   std::string wire;
-  std::vector<reply> gathered;  // a gathering block's replies so far
+  // A gathering block's replies so far: made for it only (a pointer, so
+  // that every other request stays as small as it was).
+  std::unique_ptr<std::vector<reply>> gathered;
 
   /// `wire` holds the bytes written (else it is empty).
   bool uses_wire() const noexcept { return borrowed.empty() || use_eval; }
@@ -145,8 +147,10 @@ struct request {
   }
   // A gathering block's answer: its replies in order, `last` included.
   reply take_gathered(reply&& last) {
-    gathered.push_back(std::move(last));
-    return reply::make_array(std::exchange(gathered, {}));
+    std::vector<reply> all;
+    if (gathered) all = std::exchange(*gathered, {});
+    all.push_back(std::move(last));
+    return reply::make_array(std::move(all));
   }
   // True the first time only: the caller then completes it.
   bool settle() noexcept {

@@ -116,8 +116,12 @@ void lock_engine::on_master_changed(std::uint64_t) {
 void lock_engine::check_failover() {
   if (!hold.held() || hold_epochs.size() != masters.size()) return;
   boost::container::small_vector<bool, 7> replaced;
-  for (std::size_t i = 0; i < masters.size(); ++i) replaced.push_back(masters[i]->master_epoch() != hold_epochs[i]);
-  if (!stands_after_failover(outcomes_, replaced)) hold.lose(dlock::error::failed_over);
+  bool any = false;
+  for (std::size_t i = 0; i < masters.size(); ++i) {
+    replaced.push_back(masters[i]->master_epoch() != hold_epochs[i]);
+    any = any || replaced.back();
+  }
+  if (any && !stands_after_failover(outcomes_, replaced)) hold.lose(dlock::error::failed_over);
 }
 
 void lock_engine::note_late_outcome(const redlock_round& round, std::size_t master, master_outcome outcome) {
