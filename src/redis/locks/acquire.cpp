@@ -52,7 +52,7 @@ class acquire_attempt final : public round_fanout {
 
   void start() {
     owner_->commands.attempt(command(), token(), owner_->options.ttl);
-    owner_->note_attempt_epochs();
+    owner_->granted.attempt_sent(owner_->master_epochs());
     send_to_all();
     arm_deadline();
   }
@@ -110,7 +110,7 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
     if (cancelled_early_) return op_.complete(dlock::detail::completion::post, owner_->executor,
                                               make_error_code(asio::error::operation_aborted));
     started_ = owner_->observed.started(machine_.policy().retry);
-    if (auto refused = refusal()) return complete(refused, in_initiation);
+    if (auto refused = acquire_refusal(owner_->status(), wait_)) return complete(refused, in_initiation);
     owner_->acquiring = true;
     owner_->released = false;
     owner_->acquire_in_progress = weak_from_this();
@@ -159,17 +159,6 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
   }
 
  private:
-  error_code refusal() const {
-    if (!owner_->invalid_reason.empty()) return dlock::error::invalid_argument;
-    if (wait_ && (*wait_ <= milliseconds::zero() || *wait_ > dlock::max_duration)) return dlock::error::invalid_argument;
-    if (owner_->every_master_closed()) return dlock::error::closed;
-    // One server: a lost hold is released first, which tells the loss's reason.
-    bool holding = owner_->commands.one_server() ? owner_->hold.state() != hold::phase::idle : owner_->hold.held();
-    if (holding) return dlock::error::already_held;
-    if (owner_->acquiring || owner_->releasing) return dlock::error::in_progress;
-    return {};
-  }
-
   void act(acquire_action action) {
     if (action.what == kind::none) return;
     auto attempt = std::exchange(current_, {}).lock();  // decided or abandoned: the next one is fresh
@@ -223,7 +212,7 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
 };
 
 void acquire_attempt::decided() {
-  owner_->note_outcomes(round());
+  note_decision();
   report_decision();
   if (round().state() == round_state::acquired && owner_->commands.fencing()) return write_back();
   if (op_) op_->on_decided(*this);

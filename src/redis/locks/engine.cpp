@@ -70,6 +70,11 @@ bool lock_engine::every_master_closed() const noexcept {
   return !masters.empty();
 }
 
+lock_status lock_engine::status() const noexcept {
+  return {hold.state(), acquiring, releasing, released, every_master_closed(), commands.one_server(),
+          !invalid_reason.empty()};
+}
+
 namespace {
 
 // One step of the hold's auto-extension: an extend round.
@@ -90,7 +95,7 @@ asio::awaitable<error_code> auto_extend_step(std::weak_ptr<lock_engine> weak) {
 void lock_engine::begin_hold(std::string_view token, redlock_clock::time_point start, std::int64_t fencing_token) {
   hold.begin(token, start, options.ttl, fencing_token);
   highest_fencing_token = std::max(highest_fencing_token, fencing_token);
-  hold_epochs = attempt_epochs;
+  granted.hold_began();
   check_failover();  // a master replaced while the attempt was out
   if (!options.auto_extend || !hold.held()) return;
   auto_extend_settings settings{options.ttl, options.extend_fraction, options.max_hold};
@@ -100,9 +105,10 @@ void lock_engine::begin_hold(std::string_view token, redlock_clock::time_point s
 
 // ---- failover ----
 
-void lock_engine::note_attempt_epochs() {
-  attempt_epochs.resize(masters.size());
-  for (std::size_t i = 0; i < masters.size(); ++i) attempt_epochs[i] = masters[i]->master_epoch();
+grant_record::epochs lock_engine::master_epochs() const {
+  grant_record::epochs now;
+  for (const auto& master : masters) now.push_back(master->master_epoch());
+  return now;
 }
 
 // In place when the connection runs on this lock's thread: the hold is lost
@@ -114,18 +120,7 @@ void lock_engine::on_master_changed(std::uint64_t) {
 }
 
 void lock_engine::check_failover() {
-  if (!hold.held() || hold_epochs.size() != masters.size()) return;
-  boost::container::small_vector<bool, 7> replaced;
-  bool any = false;
-  for (std::size_t i = 0; i < masters.size(); ++i) {
-    replaced.push_back(masters[i]->master_epoch() != hold_epochs[i]);
-    any = any || replaced.back();
-  }
-  if (any && !stands_after_failover(outcomes_, replaced)) hold.lose(dlock::error::failed_over);
-}
-
-void lock_engine::note_late_outcome(const redlock_round& round, std::size_t master, master_outcome outcome) {
-  if (outcomes_of_ == &round) outcomes_[master] = outcome;
+  if (hold.held() && granted.lost_to_failover(master_epochs())) hold.lose(dlock::error::failed_over);
 }
 
 bool lock_engine::fencing_went_back(std::int64_t token) {
@@ -206,14 +201,6 @@ void start_settle(std::shared_ptr<lock_engine> owner, asio::any_completion_handl
     owner->after_cleanups(waiter.get(), std::move(settled));
   });
 }
-
-void lock_engine::note_outcomes(const redlock_round& round) {
-  outcomes_of_ = &round;
-  outcomes_.clear();
-  for (std::size_t i = 0; i < round.masters(); ++i) outcomes_.push_back(round.outcome(i));
-}
-
-std::string lock_engine::last_outcomes() const { return describe(names, outcomes_); }
 
 double lock_engine::random_unit() {
   return std::uniform_real_distribution<double>(0.0, 1.0)(random_);
@@ -329,7 +316,10 @@ round_fanout::round_fanout(std::shared_ptr<lock_engine> owner, round_kind kind, 
     : fanout(std::move(owner)),
       // The observer hears of Redlock rounds only.
       report_(owner_->observed && !owner_->commands.one_server(), owner_->names, kind),
-      attempt_(owner_->commands, kind, owner_->masters.size(), ttl, owner_->hold_drift(), start) {}
+      attempt_(owner_->commands, kind, owner_->masters.size(), ttl, owner_->hold_drift(), start),
+      round_id_(++owner_->rounds) {}
+
+void round_fanout::note_decision() { owner_->granted.decided(round_id_, attempt_.round().outcomes()); }
 
 void round_fanout::on_answer(std::size_t index, error_code ec, const reply& answer) {
   auto now = redlock_clock::now();
@@ -337,7 +327,7 @@ void round_fanout::on_answer(std::size_t index, error_code ec, const reply& answ
   if (reaction.resend) return send(index);
   report_.answered(index, reaction.outcome, ec, attempt_.round().start(), now);
   if (reaction.decided) return decided();
-  owner_->note_late_outcome(attempt_.round(), index, reaction.outcome);
+  owner_->granted.answered_late(round_id_, index, reaction.outcome);
   if (reaction.raise_counter) owner_->write_back(attempt_.round().fencing_token(), 0, {&index, 1}, nullptr);
   if (reaction.release) owner_->release_in_background(round_token(), index);
 }

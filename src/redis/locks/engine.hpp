@@ -11,6 +11,7 @@
 #include "detail/observed_lock.hpp"
 #include "detail/op_base.hpp"
 #include "redis/connection/connection_impl.hpp"
+#include "redis/locks/algorithm/acquire_machine.hpp"
 #include "redis/locks/algorithm/attempt.hpp"
 #include "redis/locks/algorithm/cleanup_ledger.hpp"
 #include "redis/locks/algorithm/quorum.hpp"
@@ -90,14 +91,14 @@ class lock_engine : public std::enable_shared_from_this<lock_engine>, public mas
   /// destroyed): operations then give `closed` (a master merely down is
   /// retried instead).
   bool every_master_closed() const noexcept;
+  /// What decides a call's refusal and a release's steps (acquire_machine.hpp).
+  lock_status status() const noexcept;
   drift_rule hold_drift() const noexcept { return {options.drift_factor, options.drift_extra}; }
   /// A round (acquire) won with `token`, whose SETs were sent at `start`.
   void begin_hold(std::string_view token, redlock_clock::time_point start, std::int64_t fencing_token);
 
-  /// What each master answered in the last round, formatted on demand
-  /// (last_outcomes() and logs): a round only copies its small vector.
-  void note_outcomes(const redlock_round& round);
-  std::string last_outcomes() const;
+  /// What each master answered in the last round, for logs.
+  std::string last_outcomes() const { return describe(names, granted.outcomes()); }
   double random_unit();
 
   // Background deletes (a lost attempt's, a lost or abandoned hold's), on
@@ -136,17 +137,14 @@ class lock_engine : public std::enable_shared_from_this<lock_engine>, public mas
   void watch_deadline(deadline_entry& entry);
   void unwatch_deadline(deadline_entry& entry) noexcept;
 
-  /// Failover: each master's epoch (connection_impl::master_epoch) when the
-  /// current attempt was sent, and under the hold. A hold whose masters
-  /// were replaced under it is lost with failed_over (stands_after_failover).
-  std::vector<std::uint64_t> attempt_epochs;
-  std::vector<std::uint64_t> hold_epochs;
-  void note_attempt_epochs();
+  /// Failover: who granted the hold, and each master's epoch then. A hold
+  /// whose masters were replaced under it is lost with failed_over.
+  grant_record granted;
+  std::uint64_t rounds = 0;  // numbers each round, for `granted`
+  grant_record::epochs master_epochs() const;
   /// A master's connection saw a new master (on its own thread).
   void on_master_changed(std::uint64_t epoch) override;
   void check_failover();
-  /// A late answer of `round`: a late yes is a master the hold stands on too.
-  void note_late_outcome(const redlock_round& round, std::size_t master, master_outcome outcome);
   /// Fencing: the largest token a hold of this lock was given. A token not
   /// above it went back (token_went_back): every counter is raised to it.
   std::int64_t highest_fencing_token = 0;
@@ -162,8 +160,6 @@ class lock_engine : public std::enable_shared_from_this<lock_engine>, public mas
     std::function<void()> then;
   };
   boost::container::small_vector<cleanup_waiter, 1> cleanup_waiters_;  // one acquire at a time
-  boost::container::small_vector<master_outcome, 7> outcomes_;  // of the last round
-  const redlock_round* outcomes_of_ = nullptr;  // that round (identity only, never read)
   boost::intrusive::list<deadline_entry> deadlines_;
   asio::steady_timer deadline_timer_;
   bool deadline_timer_armed_ = false;
@@ -234,10 +230,13 @@ class round_fanout : public fanout {
   virtual std::string_view round_token() const noexcept = 0;
   /// Notes the decision for the observer.
   void report_decision();
+  /// Notes each master's answer as the one the hold stands on.
+  void note_decision();
 
   // What every answer reads first (the report is a null pointer unless observed).
   round_report report_;
   redlock_attempt attempt_;
+  std::uint64_t round_id_;
 
  private:
   void on_answer(std::size_t index, error_code ec, const reply& answer) final;

@@ -14,12 +14,6 @@ using handler0 = asio::any_completion_handler<void(error_code)>;
 
 // ------------------------------------------------------------------ extend_op
 
-// Why a hold cannot be extended: lost (as redis::lock says), or not held.
-error_code not_extendable(const lock_engine& owner) {
-  if (owner.acquiring) return dlock::error::not_held;
-  return owner.hold.state() == hold::phase::lost ? dlock::error::lost : dlock::error::not_held;
-}
-
 /// Compare-and-PEXPIRE on every master, decided at the majority.
 class extend_op final : public round_fanout {
  public:
@@ -55,9 +49,10 @@ class extend_op final : public round_fanout {
     const auto& round = attempt_.round();
     report_decision();
     if (op_.done()) return;  // cancelled: the hold is left as it was
-    if (owner_->hold.id() != hold_id_ || !owner_->hold.held())
-      return complete(not_extendable(*owner_));  // released or lost meanwhile
-    owner_->note_outcomes(round);
+    auto refused = extend_refusal(owner_->status());  // released or lost meanwhile
+    if (!refused && owner_->hold.id() != hold_id_) refused = dlock::error::not_held;  // and taken again
+    if (refused) return complete(refused);
+    note_decision();
     auto verdict = attempt_.extend_outcome(owner_->hold.stall_margin());
     if (!verdict.told) {
       owner_->hold.renew(round.start(), ttl_);
@@ -91,32 +86,22 @@ void end_hold_then(lock_engine& owner, Then then) {
 void start_extend(std::shared_ptr<lock_engine> owner, milliseconds ttl, handler0 handler) {
   if (extend_ttl_invalid(ttl, owner->options.master_timeout))
     return post_completion(owner->executor, std::move(handler), make_error_code(dlock::error::invalid_argument));
-  if (owner->acquiring || !owner->hold.held())
-    return post_completion(owner->executor, std::move(handler), not_extendable(*owner));
+  if (auto refused = extend_refusal(owner->status()))
+    return post_completion(owner->executor, std::move(handler), refused);
   auto op = std::make_shared<extend_op>(std::move(owner), ttl, std::move(handler));
   op->start();
 }
 
 void start_release(std::shared_ptr<lock_engine> owner, handler0 h, bool in_place) {
-  if (owner->acquiring)  // a lost hold being acquired again: nothing to release
-    return post_completion(owner->executor, std::move(h), make_error_code(dlock::error::not_held));
-  if (owner->hold.state() == hold::phase::lost) {
-    // lose() released the keys in the background already: tell the reason.
-    auto reason = owner->hold.loss().reason();
-    owner->hold.end();
+  auto plan = plan_release(owner->status());
+  auto told = plan.tell_loss ? owner->hold.loss().reason() : plan.told;
+  if (plan.what == release_plan::step::end_and_tell) {
+    owner->hold.end();  // stops auto-extension too
     owner->released = true;
     owner->released_masters = 0;
-    return post_completion(owner->executor, std::move(h), reason);
   }
-  if (!owner->hold.held())
-    return post_completion(owner->executor, std::move(h),
-                           owner->released ? error_code() : make_error_code(dlock::error::not_held));
+  if (plan.what != release_plan::step::send) return post_completion(owner->executor, std::move(h), told);
   owner->released = true;
-  if (owner->every_master_closed()) {  // nothing can be sent: the keys go with their TTL
-    owner->hold.end();                  // stops auto-extension too
-    owner->released_masters = 0;
-    return post_completion(owner->executor, std::move(h), make_error_code(dlock::error::closed));
-  }
   owner->releasing = true;  // no acquire until it completes
   auto& engine = *owner;
   // The token is this hold's, taken now.

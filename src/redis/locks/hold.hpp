@@ -6,6 +6,7 @@
 #pragma once
 
 #include "redis/locks/auto_extend.hpp"
+#include "redis/locks/algorithm/acquire_machine.hpp"  // hold_phase
 #include "redis/locks/algorithm/timing.hpp"
 
 #include "detail/observed_lock.hpp"
@@ -26,7 +27,7 @@ namespace dlock::redis::detail {
 
 class hold {
  public:
-  enum class phase : std::uint8_t { idle, held, lost };
+  using phase = hold_phase;
 
   hold(asio::any_io_executor executor, drift_rule drift);
   hold(const hold&) = delete;

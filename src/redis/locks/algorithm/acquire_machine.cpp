@@ -37,6 +37,32 @@ retry_schedule retry_schedule::for_acquire(const redlock_options& o, std::option
   return retry_schedule(o.retry_count, o.retry_delay, o.retry_jitter, deadline_after(o.wait_limit));
 }
 
+// ------------------------------------------------------ what a call is told
+
+error_code acquire_refusal(const lock_status& lock, std::optional<milliseconds> wait) noexcept {
+  bool bad_wait = wait && (*wait <= milliseconds::zero() || *wait > dlock::max_duration);
+  if (lock.invalid_arguments || bad_wait) return dlock::error::invalid_argument;
+  if (lock.every_master_closed) return dlock::error::closed;
+  bool holding = lock.one_server ? lock.hold != hold_phase::idle : lock.hold == hold_phase::held;
+  if (holding) return dlock::error::already_held;
+  if (lock.acquiring || lock.releasing) return dlock::error::in_progress;
+  return {};
+}
+
+error_code extend_refusal(const lock_status& lock) noexcept {
+  if (!lock.acquiring && lock.hold == hold_phase::held) return {};
+  return !lock.acquiring && lock.hold == hold_phase::lost ? dlock::error::lost : dlock::error::not_held;
+}
+
+release_plan plan_release(const lock_status& lock) noexcept {
+  using step = release_plan::step;
+  if (lock.acquiring) return {step::tell, dlock::error::not_held};  // a lost hold being taken again
+  if (lock.hold == hold_phase::lost) return {step::end_and_tell, {}, true};
+  if (lock.hold == hold_phase::idle) return {step::tell, lock.released ? error_code() : dlock::error::not_held};
+  if (lock.every_master_closed) return {step::end_and_tell, dlock::error::closed};
+  return {step::send, {}};
+}
+
 // ------------------------------------------------------------ acquire_machine
 
 using kind = acquire_action::kind;

@@ -66,6 +66,38 @@ class retry_schedule {
 };
 
 
+/// Where a lock's hold is: none, held, or lost (release() is still to tell why).
+enum class hold_phase : std::uint8_t { idle, held, lost };
+
+/// A lock as the shell sees it when a user calls it: what decides whether
+/// the call is refused at once, and how a release() goes.
+struct lock_status {
+  hold_phase hold = hold_phase::idle;
+  bool acquiring = false;  ///< an acquire has not completed yet
+  bool releasing = false;  ///< a release() has not completed yet
+  bool released = false;   ///< the last hold was released: release() again succeeds
+  bool every_master_closed = false;  ///< closed for good: nothing can be sent
+  bool one_server = true;
+  bool invalid_arguments = false;  ///< the lock's own: every acquire is refused
+};
+
+/// Why acquire() (acquire_for(`wait`)) is refused at once (empty: it goes
+/// ahead). One server: a lost hold must be released first, which tells the
+/// loss's reason.
+error_code acquire_refusal(const lock_status& lock, std::optional<std::chrono::milliseconds> wait) noexcept;
+/// Why a hold cannot be extended now: `lost`, or `not_held` (empty: it can).
+error_code extend_refusal(const lock_status& lock) noexcept;
+
+/// What release() does: tell `told` at once (after ending a lost hold,
+/// whose keys were deleted at the loss, or one whose masters are all
+/// closed, whose keys go with their ttl), or send the deletes.
+struct release_plan {
+  enum class step : std::uint8_t { tell, end_and_tell, send } what = step::send;
+  error_code told;
+  bool tell_loss = false;  ///< told: the loss's reason
+};
+release_plan plan_release(const lock_status& lock) noexcept;
+
 struct acquire_policy {
   bool retry = true;              ///< false for try_acquire: one attempt
   bool retry_when_broken = true;  ///< Redlock: retry a failure that is not `taken`

@@ -8,6 +8,8 @@
 
 #include <dlock/error.hpp>
 
+#include <boost/container/small_vector.hpp>
+
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -98,6 +100,45 @@ inline bool stands_after_failover(std::span<const master_outcome> granted, std::
   }
   return standing >= granted.size() / 2 + 1;
 }
+
+/// Who granted a hold, master by master, for a failover's verdict: each
+/// master's epoch (connection_impl::master_epoch) when the attempt went out,
+/// and its answer in the last round decided, late yeses included. A hold
+/// whose masters were replaced under it stands only as stands_after_failover says.
+class grant_record {
+ public:
+  using epochs = boost::container::small_vector<std::uint64_t, 7>;
+
+  void attempt_sent(epochs at_send) { attempt_ = std::move(at_send); }
+  void hold_began() { hold_ = attempt_; }
+  /// Round `round` (a number the shell gives each) was decided with `outcomes`.
+  void decided(std::uint64_t round, std::span<const master_outcome> outcomes) {
+    round_ = round;
+    outcomes_.assign(outcomes.begin(), outcomes.end());
+  }
+  /// A master of round `round` answered after the decision: counted if that
+  /// round is still the last one decided.
+  void answered_late(std::uint64_t round, std::size_t master, master_outcome outcome) {
+    if (round == round_ && master < outcomes_.size()) outcomes_[master] = outcome;
+  }
+  /// The masters' epochs are `now`: true when the hold no longer stands.
+  bool lost_to_failover(std::span<const std::uint64_t> now) const {
+    if (hold_.size() != now.size() || outcomes_.size() != now.size()) return false;
+    boost::container::small_vector<bool, 7> replaced(now.size());
+    bool any = false;
+    for (std::size_t i = 0; i < now.size(); ++i) {
+      replaced[i] = now[i] != hold_[i];
+      any = any || replaced[i];
+    }
+    return any && !stands_after_failover(outcomes_, replaced);
+  }
+  std::span<const master_outcome> outcomes() const noexcept { return outcomes_; }
+
+ private:
+  epochs attempt_, hold_;
+  boost::container::small_vector<master_outcome, 7> outcomes_;
+  std::uint64_t round_ = 0;
+};
 
 /// Fencing: a hold's token must be above every token this lock was given
 /// before. One at or below the last went back: a failover lost counter

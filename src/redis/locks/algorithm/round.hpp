@@ -111,6 +111,7 @@ class redlock_round {
   bool needs_late_release(std::size_t index) const noexcept;
 
   master_outcome outcome(std::size_t index) const noexcept { return outcomes_[index]; }
+  std::span<const master_outcome> outcomes() const noexcept { return outcomes_; }
 
   /// Fencing, once acquired: the hold's token.
   std::int64_t fencing_token() const noexcept { return fencing_token_; }

@@ -229,4 +229,55 @@ BOOST_AUTO_TEST_CASE(an_acquires_schedule_follows_the_wait_or_the_options) {
   BOOST_TEST(refused.next(t0 + 24h, 0.5).has_value());  // no deadline, no overflow
 }
 
+// What a call is told at once, from the lock's state alone: every refusal,
+// and each of release()'s three ways.
+BOOST_AUTO_TEST_CASE(a_call_is_refused_or_planned_from_the_lock_state) {
+  namespace detail = dlock::redis::detail;
+  using detail::hold_phase;
+  using step = detail::release_plan::step;
+  auto status = [](hold_phase hold, bool one_server = true) {
+    detail::lock_status s;
+    s.hold = hold;
+    s.one_server = one_server;
+    return s;
+  };
+  auto idle = status(hold_phase::idle), held = status(hold_phase::held), lost = status(hold_phase::lost);
+  BOOST_TEST(!detail::acquire_refusal(idle, std::nullopt));
+  BOOST_TEST(!detail::acquire_refusal(idle, 1ms));
+  BOOST_TEST((detail::acquire_refusal(idle, 0ms) == dlock::error::invalid_argument));
+  BOOST_TEST((detail::acquire_refusal(idle, dlock::max_duration + 1ms) == dlock::error::invalid_argument));
+  BOOST_TEST((detail::acquire_refusal(held, std::nullopt) == dlock::error::already_held));
+  BOOST_TEST((detail::acquire_refusal(lost, std::nullopt) == dlock::error::already_held));  // release() first
+  BOOST_TEST(!detail::acquire_refusal(status(hold_phase::lost, false), std::nullopt));       // a Redlock takes it again
+  auto busy = idle;
+  busy.releasing = true;
+  BOOST_TEST((detail::acquire_refusal(busy, std::nullopt) == dlock::error::in_progress));
+  auto closed = held;
+  closed.every_master_closed = true;
+  BOOST_TEST((detail::acquire_refusal(closed, std::nullopt) == dlock::error::closed));
+  auto unusable = idle;
+  unusable.invalid_arguments = true;
+  BOOST_TEST((detail::acquire_refusal(unusable, std::nullopt) == dlock::error::invalid_argument));
+
+  BOOST_TEST(!detail::extend_refusal(held));
+  BOOST_TEST((detail::extend_refusal(lost) == dlock::error::lost));
+  BOOST_TEST((detail::extend_refusal(idle) == dlock::error::not_held));
+  auto acquiring = lost;
+  acquiring.acquiring = true;
+  BOOST_TEST((detail::extend_refusal(acquiring) == dlock::error::not_held));
+
+  BOOST_TEST((detail::plan_release(held).what == step::send));
+  BOOST_TEST((detail::plan_release(acquiring).what == step::tell));
+  BOOST_TEST((detail::plan_release(acquiring).told == dlock::error::not_held));
+  BOOST_TEST((detail::plan_release(lost).what == step::end_and_tell));
+  BOOST_TEST(detail::plan_release(lost).tell_loss);
+  BOOST_TEST((detail::plan_release(closed).what == step::end_and_tell));
+  BOOST_TEST((detail::plan_release(closed).told == dlock::error::closed));
+  BOOST_TEST((detail::plan_release(idle).told == dlock::error::not_held));
+  auto released = idle;
+  released.released = true;
+  BOOST_TEST((detail::plan_release(released).what == step::tell));
+  BOOST_TEST(!detail::plan_release(released).told);  // a second release() succeeds
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -483,6 +483,34 @@ BOOST_AUTO_TEST_CASE(a_hold_stands_while_a_majority_of_its_granting_masters_is_n
   BOOST_TEST(!detail::stands_after_failover(one, replaced));
 }
 
+// The record the engine keeps: the epochs at the attempt's send, not at the
+// hold's start, decide; a late yes of the last round counts, one of an
+// earlier round does not.
+BOOST_AUTO_TEST_CASE(a_grant_record_judges_a_hold_by_its_attempt_epochs_and_its_last_round) {
+  using detail::master_outcome;
+  constexpr auto ok = master_outcome::ok, late = master_outcome::timed_out;
+  detail::grant_record record;
+  std::vector<std::uint64_t> epochs{0, 0, 0};
+  BOOST_TEST(!record.lost_to_failover(epochs));  // no hold yet
+  record.attempt_sent({0, 0, 0});
+  std::vector<master_outcome> round{ok, ok, late};
+  record.decided(1, round);
+  record.hold_began();
+  BOOST_TEST(!record.lost_to_failover(epochs));
+  BOOST_TEST(!record.lost_to_failover(std::vector<std::uint64_t>{0, 0, 1}));  // did not grant it
+  BOOST_TEST(record.lost_to_failover(std::vector<std::uint64_t>{1, 0, 0}));
+  record.answered_late(1, 2, ok);  // a late yes: two of three stand with master 0 replaced
+  BOOST_TEST(!record.lost_to_failover(std::vector<std::uint64_t>{1, 0, 0}));
+  record.decided(2, round);  // an extension decided, then a late answer of round 1
+  record.answered_late(1, 2, ok);
+  BOOST_TEST(record.lost_to_failover(std::vector<std::uint64_t>{1, 0, 0}));
+  // A master replaced between the attempt's send and the hold's start.
+  record.attempt_sent({0, 0, 0});
+  record.decided(3, round);
+  record.hold_began();
+  BOOST_TEST(record.lost_to_failover(std::vector<std::uint64_t>{0, 1, 0}));
+}
+
 BOOST_AUTO_TEST_CASE(a_token_not_above_the_last_given_went_back) {
   BOOST_TEST(!detail::token_went_back(8, 7));
   BOOST_TEST(detail::token_went_back(7, 7));
