@@ -63,10 +63,7 @@ class acquire_attempt final : public round_fanout {
     abandon_pending();
   }
 
-  const redlock_round& round() const noexcept { return attempt_.round(); }
-  bool won() const noexcept { return attempt_.won(); }
-  error_code failure() const noexcept { return attempt_.failure(); }
-  bool may_have_landed() const noexcept { return attempt_.may_have_landed(); }
+  const redlock_attempt& decision() const noexcept { return attempt_; }
   std::string_view token() const noexcept { return token_.view(); }
 
  private:
@@ -121,9 +118,9 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
   void on_decided(acquire_attempt& attempt) {
     if (op_.done() || &attempt != current_.lock().get()) return;
     if (owner_->abandoned) return cancel();  // its handle is gone: nobody would release what it took
-    const auto& round = attempt.round();
-    error_code failure = attempt.won() ? error_code() : attempt.failure();
-    bool landed = attempt.may_have_landed();
+    const auto& round = attempt.decision().round();
+    error_code failure = attempt.decision().won() ? error_code() : attempt.decision().failure();
+    bool landed = attempt.decision().may_have_landed();
     // A fencing token that went back (a failover) is not given out: the attempt is taken again.
     if (!failure && owner_->fencing_went_back(round.fencing_token())) {
       failure = dlock::error::stale_token;
@@ -214,7 +211,7 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
 void acquire_attempt::decided() {
   note_decision();
   report_decision();
-  if (round().state() == round_state::acquired && owner_->commands.fencing()) return write_back();
+  if (attempt_.round().state() == round_state::acquired && owner_->commands.fencing()) return write_back();
   if (op_) op_->on_decided(*this);
 }
 
@@ -229,7 +226,8 @@ void acquire_attempt::write_back() {
     report = [self](error_code ec) { self->written_back(ec); };
   }
   // Nothing to write when every master holds the token (one server always).
-  if (needed > 0 || !targets.empty()) owner_->write_back(round().fencing_token(), needed, targets, std::move(report));
+  if (needed > 0 || !targets.empty())
+    owner_->write_back(attempt_.round().fencing_token(), needed, targets, std::move(report));
   if (needed == 0 && op_) op_->on_decided(*this);
 }
 

@@ -171,32 +171,22 @@ void lock_engine::cleanup_settled() {
   for (auto& waiter : std::exchange(cleanup_waiters_, {})) waiter.then();
 }
 
-namespace {
-
-struct settle_waiter {
-  dlock::detail::op_base<void(error_code)> op;
-};
-
-}  // namespace
-
 void start_settle(std::shared_ptr<lock_engine> owner, asio::any_completion_handler<void(error_code)> handler) {
-  using waiting_op = dlock::detail::op_base<void(error_code)>;
-  auto waiter = std::make_shared<settle_waiter>(settle_waiter{waiting_op(std::move(handler))});
+  using dlock::detail::completion;
+  auto waiter = std::make_shared<dlock::detail::op_base<void(error_code)>>(std::move(handler));
   // A cancelled wait ends at once; the deletes go on.
   auto on_cancel = [weak_owner = std::weak_ptr(owner), weak = std::weak_ptr(waiter)](asio::cancellation_type) {
     auto self = weak_owner.lock();
     auto w = weak.lock();
     if (!self || !w) return;
     self->forget_cleanup_waiter(w.get());
-    w->op.complete(dlock::detail::completion::post, self->executor, asio::error::operation_aborted);
+    w->complete(completion::post, self->executor, asio::error::operation_aborted);
   };
-  waiter->op.hook_cancellation(owner->executor, on_cancel);
+  waiter->hook_cancellation(owner->executor, on_cancel);
   auto& executor = owner->executor;
   asio::post(executor, [owner = std::move(owner), waiter = std::move(waiter)] {
-    if (waiter->op.done()) return;  // cancelled on the way
-    auto settled = [executor = owner->executor, waiter] {
-      waiter->op.complete(dlock::detail::completion::post, executor, error_code());
-    };
+    if (waiter->done()) return;  // cancelled on the way
+    auto settled = [executor = owner->executor, waiter] { waiter->complete(completion::post, executor, error_code()); };
     if (owner->cleanups_in_flight == 0) return settled();
     owner->after_cleanups(waiter.get(), std::move(settled));
   });
