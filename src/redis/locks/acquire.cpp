@@ -111,7 +111,7 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
     owner_->acquiring = true;
     owner_->released = false;
     owner_->acquire_in_progress = weak_from_this();
-    act(machine_.start(owner_->cleanups_in_flight > 0));
+    act(machine_.start(owner_->cleanups.in_flight()));
   }
 
   /// Step 4: the round of the current attempt was decided.
@@ -150,7 +150,7 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
       return;
     }
     if (auto attempt = current_.lock()) attempt->abandon();
-    owner_->forget_cleanup_waiter(this);
+    owner_->cleanups.forget(this);
     owner_->retry_pause.cancel();
     act(machine_.cancel());
   }
@@ -162,7 +162,7 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
     if (action.delete_attempt && attempt) owner_->release_in_background(attempt->token());  // every master
     switch (action.what) {
       case kind::wait_for_cleanups:
-        owner_->after_cleanups(this, [self = shared_from_this()] { self->act(self->machine_.cleanups_settled()); });
+        owner_->cleanups.after_settled(this, [self = shared_from_this()] { self->act(self->machine_.cleanups_settled()); });
         return;
       case kind::send_attempt:
         owner_->resend_unsettled_cleanups();  // ahead of this attempt's SETs, on the same connections
@@ -177,7 +177,7 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
         return owner_->retry_pause.async_wait([self = shared_from_this()](error_code ec) {
           if (ec) return;
           if (self->owner_->abandoned) return self->cancel();
-          self->act(self->machine_.pause_over(self->owner_->cleanups_in_flight > 0));
+          self->act(self->machine_.pause_over(self->owner_->cleanups.in_flight()));
         });
       case kind::complete:
         owner_->acquiring = false;

@@ -28,7 +28,7 @@ lock_engine::lock_engine(asio::any_io_executor ex, std::vector<std::shared_ptr<c
       hold(executor, hold_drift()),
       invalid_reason(std::move(invalid)),
       retry_pause(executor),
-      unsettled(masters.size()),
+      cleanups(masters.size()),
       deadline_timer_(executor),
       random_(jitter_seed()) {
   hold.observe(&observed);
@@ -135,12 +135,12 @@ bool lock_engine::fencing_went_back(std::int64_t token) {
 }
 
 void lock_engine::note_unsettled(std::size_t master, std::string attempt_token, error_code why) {
-  if (!unsettled.note(master, std::move(attempt_token), why, redlock_clock::now(), options.ttl)) return;
+  if (!cleanups.note(master, std::move(attempt_token), why, redlock_clock::now(), options.ttl)) return;
   std::weak_ptr<lock_engine> weak = weak_from_this();
   auto on_reconnected = [weak, master](error_code ec) {
     auto self = weak.lock();  // a lock destroyed meanwhile sends nothing
     if (!self) return;
-    self->unsettled.reconnected(master);
+    self->cleanups.reconnected(master);
     if (!ec) self->resend_unsettled_cleanups(master);
   };
   // On our executor: the master's connection may run on another.
@@ -149,26 +149,11 @@ void lock_engine::note_unsettled(std::size_t master, std::string attempt_token, 
 }
 
 void lock_engine::resend_unsettled_cleanups(std::optional<std::size_t> only) {
-  if (unsettled.empty()) return;  // the common case, before every attempt
+  if (cleanups.empty()) return;  // the common case, before every attempt
   auto now = redlock_clock::now();
   for (std::size_t master = 0; master < masters.size(); ++master)
     if (!only || master == *only)
-      for (auto& token : unsettled.take(master, now)) release_in_background(token, master);
-}
-
-void lock_engine::after_cleanups(const void* who, std::function<void()> then) {
-  cleanup_waiters_.push_back({who, std::move(then)});
-}
-
-void lock_engine::forget_cleanup_waiter(const void* who) {
-  auto forgotten = std::remove_if(cleanup_waiters_.begin(), cleanup_waiters_.end(),
-                                  [who](const cleanup_waiter& w) { return w.who == who; });
-  cleanup_waiters_.erase(forgotten, cleanup_waiters_.end());
-}
-
-void lock_engine::cleanup_settled() {
-  if (--cleanups_in_flight > 0) return;
-  for (auto& waiter : std::exchange(cleanup_waiters_, {})) waiter.then();
+      for (auto& token : cleanups.take(master, now)) release_in_background(token, master);
 }
 
 void start_settle(std::shared_ptr<lock_engine> owner, asio::any_completion_handler<void(error_code)> handler) {
@@ -179,7 +164,7 @@ void start_settle(std::shared_ptr<lock_engine> owner, asio::any_completion_handl
     auto self = weak_owner.lock();
     auto w = weak.lock();
     if (!self || !w) return;
-    self->forget_cleanup_waiter(w.get());
+    self->cleanups.forget(w.get());
     w->complete(completion::post, self->executor, asio::error::operation_aborted);
   };
   waiter->hook_cancellation(owner->executor, on_cancel);
@@ -187,8 +172,8 @@ void start_settle(std::shared_ptr<lock_engine> owner, asio::any_completion_handl
   asio::post(executor, [owner = std::move(owner), waiter = std::move(waiter)] {
     if (waiter->done()) return;  // cancelled on the way
     auto settled = [executor = owner->executor, waiter] { waiter->complete(completion::post, executor, error_code()); };
-    if (owner->cleanups_in_flight == 0) return settled();
-    owner->after_cleanups(waiter.get(), std::move(settled));
+    if (!owner->cleanups.in_flight()) return settled();
+    owner->cleanups.after_settled(waiter.get(), std::move(settled));
   });
 }
 
@@ -346,7 +331,7 @@ namespace {
 /// (the lock is free), or too many masters said no or failed for that; the
 /// remaining answers are still awaited (up to the per-master timeout) but
 /// nobody waits for them. A background one (no handler) counts in
-/// cleanups_in_flight until every master answered.
+/// the engine's cleanups in flight until every master answered.
 class release_fanout final : public fanout {
  public:
   using done_handler = asio::any_completion_handler<void(error_code)>;
@@ -360,7 +345,7 @@ class release_fanout final : public fanout {
 
   void start(std::optional<std::size_t> master) {  // every master, or one
     cleanup_ = !done_.has_handler();
-    if (cleanup_) ++owner_->cleanups_in_flight;
+    if (cleanup_) owner_->cleanups.sent();
     auto masters = owner_->masters.size();
     tally_.emplace(masters, master ? 1 : masters, owner_->commands.one_server());
     if (master) send(*master);
@@ -377,7 +362,8 @@ class release_fanout final : public fanout {
 
   void on_all_answered() override {
     complete(tally_->all_answered());  // with a handler, reached only when a subset was asked
-    if (std::exchange(cleanup_, false)) owner_->cleanup_settled();
+    if (!std::exchange(cleanup_, false)) return;
+    for (auto& waiter : owner_->cleanups.settled()) waiter.then();
   }
 
   // The user's release() ends here (a background one has no handler).
@@ -391,7 +377,7 @@ class release_fanout final : public fanout {
 
   std::optional<release_tally> tally_;  // set by start()
   bool in_place_;
-  bool cleanup_ = false;  // a background release counted in cleanups_in_flight, until settled
+  bool cleanup_ = false;  // a background release counted in flight, until settled
   dlock::detail::op_base<void(error_code)> done_;  // none: a background release
   std::string token_;  // a background release's only: noted if a master fails it
 };

@@ -112,17 +112,10 @@ class lock_engine : public std::enable_shared_from_this<lock_engine>, public mas
   /// report, only raised, in the background.
   void write_back(std::int64_t token, std::size_t needed, std::span<const std::size_t> targets,
                   std::function<void(error_code)> report);
-  /// Not yet answered (or timed out) by every master they went to.
-  int cleanups_in_flight = 0;
-  /// `then` runs once none is in flight (an acquire's next attempt, a
-  /// settle()), unless `who` forgot it first (cancelled). Precondition: one is.
-  void after_cleanups(const void* who, std::function<void()> then);
-  void forget_cleanup_waiter(const void* who);
-  void cleanup_settled();
-  /// A background delete that failed on a master, to send again (see
-  /// algorithm/cleanup_ledger.hpp): before the next SET there, and when its
-  /// connection is back.
-  cleanup_ledger unsettled;
+  /// The background deletes in flight, who waits for none, and the ones to
+  /// send again (algorithm/cleanup_ledger.hpp): before the next SET on
+  /// their master, and when its connection is back.
+  cleanup_ledger cleanups;
   void note_unsettled(std::size_t master, std::string attempt_token, error_code why);
   /// Every master's, or one master's.
   void resend_unsettled_cleanups(std::optional<std::size_t> master = std::nullopt);
@@ -155,11 +148,6 @@ class lock_engine : public std::enable_shared_from_this<lock_engine>, public mas
   void arm_deadline_timer();
   void on_deadline_timer();
 
-  struct cleanup_waiter {
-    const void* who;
-    std::function<void()> then;
-  };
-  boost::container::small_vector<cleanup_waiter, 1> cleanup_waiters_;  // one acquire at a time
   boost::intrusive::list<deadline_entry> deadlines_;
   asio::steady_timer deadline_timer_;
   bool deadline_timer_armed_ = false;

@@ -1,4 +1,6 @@
-// Redlock's background deletes that failed on a master, I/O-free. Such a
+// A lock's background deletes, I/O-free: how many are in flight, who waits
+// for none to be (no SET is sent meanwhile: acquire_machine.hpp), and the
+// ones that failed on a master. Such a
 // delete (its connection was down, or it timed out) may have left that
 // attempt's key there, which would make our own next SET see "taken" until
 // the TTL. It is sent again right before the next SET on that master's
@@ -10,9 +12,12 @@
 
 #include <dlock/error.hpp>
 
+#include <boost/container/small_vector.hpp>
+
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -23,6 +28,23 @@ class cleanup_ledger {
   using clock = std::chrono::steady_clock;
 
   explicit cleanup_ledger(std::size_t masters) : awaiting_reconnection_(masters, false) {}
+
+  /// A delete went out; it is settled once every master it went to answered or timed out.
+  void sent() noexcept { ++in_flight_; }
+  bool in_flight() const noexcept { return in_flight_ > 0; }
+  /// `then` runs once none is in flight, unless `who` forgot it first.
+  /// Precondition: one is.
+  void after_settled(const void* who, std::function<void()> then) { waiters_.push_back({who, std::move(then)}); }
+  void forget(const void* who) {
+    waiters_.erase(std::remove_if(waiters_.begin(), waiters_.end(), [who](const waiter& w) { return w.who == who; }),
+                   waiters_.end());
+  }
+  /// One settled: the waiters to run now (none while others are in flight).
+  auto settled() {
+    boost::container::small_vector<waiter, 1> due;
+    if (--in_flight_ == 0) due.swap(waiters_);
+    return due;
+  }
 
   /// The delete of `token` failed on `master` with `why` at `now`. True:
   /// watch that master's reconnection, then call reconnected(). A master
@@ -57,6 +79,12 @@ class cleanup_ledger {
     std::string token;
     clock::time_point give_up;
   };
+  struct waiter {
+    const void* who;
+    std::function<void()> then;
+  };
+  int in_flight_ = 0;
+  boost::container::small_vector<waiter, 1> waiters_;  // one acquire at a time, and settle()s
   std::vector<entry> entries_;
   std::vector<bool> awaiting_reconnection_;  // a wait for its reconnection is running (one at a time)
 };
