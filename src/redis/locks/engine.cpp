@@ -123,15 +123,14 @@ void lock_engine::check_failover() {
   if (hold.held() && granted.lost_to_failover(master_epochs())) hold.lose(dlock::error::failed_over);
 }
 
-bool lock_engine::fencing_went_back(std::int64_t token) {
-  if (!token_went_back(token, highest_fencing_token)) return false;
+// Every counter raised to the highest token given (a failover set them back).
+void lock_engine::raise_counters(std::int64_t token) {
   dlock::detail::log(log_level::warning, "lock " + commands.key + ": fencing token " + std::to_string(token) +
                                              " is not above " + std::to_string(highest_fencing_token) +
                                              " (a failover?): raising the counter, trying again");
   boost::container::small_vector<std::size_t, 7> every;
   for (std::size_t i = 0; i < masters.size(); ++i) every.push_back(i);
   write_back(highest_fencing_token, 0, every, nullptr);
-  return true;
 }
 
 void lock_engine::note_unsettled(std::size_t master, std::string attempt_token, error_code why) {

@@ -141,10 +141,15 @@ class lock_engine : public std::enable_shared_from_this<lock_engine>, public mas
   /// Fencing: the largest token a hold of this lock was given. A token not
   /// above it went back (token_went_back): every counter is raised to it.
   std::int64_t highest_fencing_token = 0;
-  bool fencing_went_back(std::int64_t token);
+  bool fencing_went_back(std::int64_t token) {  // inline: run on every acquire
+    if (!token_went_back(token, highest_fencing_token)) return false;
+    raise_counters(token);
+    return true;
+  }
 
  private:
   void on_lost(error_code why);
+  void raise_counters(std::int64_t token_that_went_back);
   void arm_deadline_timer();
   void on_deadline_timer();
 

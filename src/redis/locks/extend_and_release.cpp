@@ -104,9 +104,11 @@ void start_release(std::shared_ptr<lock_engine> owner, handler0 h, bool in_place
   owner->released = true;
   owner->releasing = true;  // no acquire until it completes
   auto& engine = *owner;
-  // The token is this hold's, taken now.
-  end_hold_then(engine, [owner = std::move(owner), token = engine.hold.token(), h = std::move(h),
-                         in_place](error_code) mutable { send_release(std::move(owner), token, std::move(h), in_place); });
+  // The hold's token stays until the next acquire, which waits for this release.
+  end_hold_then(engine, [owner = std::move(owner), h = std::move(h), in_place](error_code) mutable {
+    auto& token = owner->hold.token();
+    send_release(std::move(owner), token, std::move(h), in_place);
+  });
 }
 
 // Marked at once, from any thread: an acquire decided before the rest runs

@@ -38,14 +38,14 @@ redlock_attempt::extend_verdict redlock_attempt::extend_outcome(std::chrono::mil
 redlock_attempt::reaction redlock_attempt::on_answer(std::size_t index, error_code ec, const reply& answer,
                                                      redlock_clock::time_point now, bool deadline_passed) {
   reaction out;
-  auto own = commands_->unwrap(ec, answer).ec;  // a script's, inside a gathered block
-  bool not_run = own == redis::error::script_not_run || own == redis::error::no_script;
+  auto own = commands_->unwrap(ec, answer);  // a script's, inside a gathered block
+  bool not_run = own.ec == redis::error::script_not_run || own.ec == redis::error::no_script;
   if (not_run && !deadline_passed && !std::exchange(resent_[index], true)) {
     out.resend = true;
     return out;
   }
   bool was_decided = round_.decided();
-  auto answered = kind_ == round_kind::extend ? commands_->read_extend(ec, answer) : commands_->read_attempt(ec, answer);
+  auto answered = commands_->read(own, kind_ == round_kind::extend);
   out.outcome = answered.outcome;
   if (!was_decided) {
     answered_error_ = answered.error;
@@ -113,6 +113,7 @@ hold_commands hold_commands::redlock(std::string key, bool fencing) {
 
 void hold_commands::wait_for_replicas(int replicas, std::chrono::milliseconds timeout) {
   if (replicas <= 0) return;
+  waits = true;
   replicas_ = replicas;
   wait_replicas_ = std::to_string(replicas);
   wait_timeout_ = std::to_string(timeout.count());
@@ -125,7 +126,7 @@ error_code hold_commands::invalid(std::chrono::milliseconds ttl) const {
 
 void hold_commands::attempt(inline_command& out, std::string_view token, std::chrono::milliseconds ttl) const {
   attempt_alone(out, token, ttl);
-  if (!wait_replicas_.empty()) out.then({"WAIT", wait_replicas_, wait_timeout_});
+  if (waits) out.then({"WAIT", wait_replicas_, wait_timeout_});
 }
 
 void hold_commands::attempt_alone(inline_command& out, std::string_view token, std::chrono::milliseconds ttl) const {
@@ -155,13 +156,12 @@ void hold_commands::release(inline_command& out, std::string_view token) const {
 void hold_commands::extend(inline_command& out, std::string_view token, std::chrono::milliseconds ttl) const {
   auto ttl_text = std::to_string(ttl.count());
   out.set(what == kind::semaphore ? semaphore_extend_script() : extend_script(), {key}, {token, ttl_text});
-  if (!wait_replicas_.empty()) out.then({"WAIT", wait_replicas_, wait_timeout_});
+  if (waits) out.then({"WAIT", wait_replicas_, wait_timeout_});
 }
 
 // ---- reading the answers ----
 
-hold_commands::unwrapped hold_commands::unwrap(error_code ec, const reply& r) const {
-  if (wait_replicas_.empty() || ec) return {ec, &r};
+hold_commands::unwrapped hold_commands::unwrap_gathered(const reply& r) const {
   // Gathered: the command's answer is the reply before WAIT's (EXEC's for a block).
   if (!r.is_array() || r.elements().size() < 2 || !r.elements().back().is_integer())
     return {redis::error::protocol_error, &r};
@@ -177,14 +177,17 @@ hold_commands::answer hold_commands::acknowledged(answer a, std::int64_t replica
   return a;
 }
 
+hold_commands::answer hold_commands::read(const unwrapped& own, bool extend) const {
+  auto alone = extend ? read_extend_alone(own.ec, *own.answer) : read_attempt_alone(own.ec, *own.answer);
+  return waits ? acknowledged(alone, own.acknowledged) : alone;
+}
+
 hold_commands::answer hold_commands::read_attempt(error_code ec, const reply& r) const {
-  auto own = unwrap(ec, r);
-  return acknowledged(read_attempt_alone(own.ec, *own.answer), own.acknowledged);
+  return read(unwrap(ec, r), false);
 }
 
 hold_commands::answer hold_commands::read_extend(error_code ec, const reply& r) const {
-  auto own = unwrap(ec, r);
-  return acknowledged(read_extend_alone(own.ec, *own.answer), own.acknowledged);
+  return read(unwrap(ec, r), true);
 }
 
 hold_commands::answer hold_commands::read_attempt_alone(error_code ec, const reply& r) const {

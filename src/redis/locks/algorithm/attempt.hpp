@@ -51,6 +51,7 @@ struct hold_commands {
   void wait_for_replicas(int replicas, std::chrono::milliseconds timeout);
 
   kind what = kind::lock;
+  bool waits = false;  // for replicas (wait_for_replicas): answers are gathered
   std::string key;
   std::string counter_key;     // a fenced lock's counter, else empty
   std::size_t max_leases = 0;  // a semaphore's, else 0
@@ -86,7 +87,11 @@ struct hold_commands {
     const reply* answer;
     std::int64_t acknowledged = -1;
   };
-  unwrapped unwrap(error_code ec, const reply& r) const;
+  unwrapped unwrap(error_code ec, const reply& r) const {
+    return waits && !ec ? unwrap_gathered(r) : unwrapped{ec, &r};
+  }
+  /// An unwrapped answer to an attempt or (`extend`) an extension.
+  answer read(const unwrapped& own, bool extend) const;
 
   /// One server: what the attempt's answer means: empty when the hold is now
   /// ours (and, with fencing, `fencing_token` set), `taken`, or the error.
@@ -101,9 +106,10 @@ struct hold_commands {
   answer read_attempt_alone(error_code ec, const reply& r) const;
   answer read_extend_alone(error_code ec, const reply& r) const;
   answer acknowledged(answer a, std::int64_t replicas) const;
+  unwrapped unwrap_gathered(const reply& r) const;
 
   int replicas_ = 0;           // lock_options::replicas
-  std::string wait_replicas_;  // WAIT's arguments; empty: no WAIT
+  std::string wait_replicas_;  // WAIT's arguments, when it waits
   std::string wait_timeout_;
 };
 

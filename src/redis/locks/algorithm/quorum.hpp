@@ -10,6 +10,7 @@
 
 #include <boost/container/small_vector.hpp>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -124,13 +125,10 @@ class grant_record {
   /// The masters' epochs are `now`: true when the hold no longer stands.
   bool lost_to_failover(std::span<const std::uint64_t> now) const {
     if (hold_.size() != now.size() || outcomes_.size() != now.size()) return false;
-    boost::container::small_vector<bool, 7> replaced(now.size());
-    bool any = false;
-    for (std::size_t i = 0; i < now.size(); ++i) {
-      replaced[i] = now[i] != hold_[i];
-      any = any || replaced[i];
-    }
-    return any && !stands_after_failover(outcomes_, replaced);
+    if (std::equal(now.begin(), now.end(), hold_.begin())) return false;  // the common case
+    boost::container::small_vector<bool, 7> replaced;
+    for (std::size_t i = 0; i < now.size(); ++i) replaced.push_back(now[i] != hold_[i]);
+    return !stands_after_failover(outcomes_, replaced);
   }
   std::span<const master_outcome> outcomes() const noexcept { return outcomes_; }
 
