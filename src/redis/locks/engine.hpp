@@ -247,7 +247,7 @@ void start_acquire(std::shared_ptr<lock_engine> owner, asio::any_completion_hand
 void cancel_acquire(lock_engine& owner);
 
 /// Compare-and-PEXPIRE to `ttl` on every master, deciding at the majority.
-/// On the executor (redlock.cpp), as is the next one.
+/// From any thread, as is the next one.
 void start_extend(std::shared_ptr<lock_engine> owner, std::chrono::milliseconds ttl,
                   asio::any_completion_handler<void(error_code)> handler);
 /// release(): compare-and-delete of the held token on every master, told

@@ -6,6 +6,8 @@
 
 #include "redis/locks/algorithm/options.hpp"
 
+#include <boost/asio/dispatch.hpp>
+
 namespace dlock::redis::detail {
 namespace {
 
@@ -84,6 +86,12 @@ void end_hold_then(lock_engine& owner, Then then) {
 }  // namespace
 
 void start_extend(std::shared_ptr<lock_engine> owner, milliseconds ttl, handler0 handler) {
+  if (!dlock::detail::running_on(owner->executor)) {  // from the handle's thread
+    auto& executor = owner->executor;
+    return asio::dispatch(executor, [owner = std::move(owner), ttl, h = std::move(handler)]() mutable {
+      start_extend(std::move(owner), ttl, std::move(h));
+    });
+  }
   if (extend_ttl_invalid(ttl, owner->options.master_timeout))
     return post_completion(owner->executor, std::move(handler), make_error_code(dlock::error::invalid_argument));
   if (auto refused = extend_refusal(owner->status()))
@@ -93,6 +101,12 @@ void start_extend(std::shared_ptr<lock_engine> owner, milliseconds ttl, handler0
 }
 
 void start_release(std::shared_ptr<lock_engine> owner, handler0 h, bool in_place) {
+  if (!dlock::detail::running_on(owner->executor)) {  // from the handle's thread
+    auto& executor = owner->executor;
+    return asio::dispatch(executor, [owner = std::move(owner), h = std::move(h), in_place]() mutable {
+      start_release(std::move(owner), std::move(h), in_place);
+    });
+  }
   auto plan = plan_release(owner->status());
   auto told = plan.tell_loss ? owner->hold.loss().reason() : plan.told;
   if (plan.what == release_plan::step::end_and_tell) {

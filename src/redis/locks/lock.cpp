@@ -45,14 +45,10 @@ void basic_hold::start_acquire(bool retry, std::optional<std::chrono::millisecon
   detail::start_acquire(engine_, std::move(handler), retry, wait, in_place);
 }
 void basic_hold::start_release(handler_type handler, bool in_place) {
-  dlock::detail::dispatch_here(engine_->executor, [e = engine_, h = std::move(handler), in_place]() mutable {
-    detail::start_release(std::move(e), std::move(h), in_place);
-  });
+  detail::start_release(engine_, std::move(handler), in_place);
 }
 void basic_hold::start_extend(std::chrono::milliseconds ttl, handler_type handler) {
-  dlock::detail::dispatch_here(engine_->executor, [e = engine_, ttl, h = std::move(handler)]() mutable {
-    detail::start_extend(std::move(e), ttl, std::move(h));
-  });
+  detail::start_extend(engine_, ttl, std::move(handler));
 }
 
 asio::any_io_executor basic_hold::get_executor() const noexcept { return engine_->executor; }

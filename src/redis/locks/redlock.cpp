@@ -57,25 +57,15 @@ void redlock::start_lock(handler0 handler, bool retry, std::optional<std::chrono
   detail::start_acquire(impl_, std::move(handler), retry, wait, in_place);
 }
 
-void redlock::start_unlock(handler0 handler, bool in_place) {
-  dlock::detail::dispatch_here(impl_->executor, [impl = impl_, h = std::move(handler), in_place]() mutable {
-    detail::start_release(std::move(impl), std::move(h), in_place);
-  });
-}
-
+void redlock::start_unlock(handler0 handler, bool in_place) { detail::start_release(impl_, std::move(handler), in_place); }
 void redlock::start_extend(std::chrono::milliseconds ttl, handler0 handler) {
-  dlock::detail::dispatch_here(impl_->executor, [impl = impl_, ttl, h = std::move(handler)]() mutable {
-    detail::start_extend(impl, ttl, std::move(h));
-  });
+  detail::start_extend(impl_, ttl, std::move(handler));
 }
 
 bool redlock::held() const noexcept { return impl_->hold.held_and_valid(); }
 std::int64_t redlock::fencing_token() const noexcept { return impl_->hold.fencing_token(); }
 
-std::chrono::milliseconds redlock::validity() const noexcept {
-  return impl_->hold.validity();
-}
-
+std::chrono::milliseconds redlock::validity() const noexcept { return impl_->hold.validity(); }
 lock_loss& redlock::loss() noexcept { return impl_->hold.loss(); }
 std::string redlock::last_outcomes() const { return impl_->last_outcomes(); }
 std::string redlock::token() const { return impl_->hold.token(); }
