@@ -334,12 +334,16 @@ asio::awaitable<void> acknowledged_by_replicas(asio::any_io_executor ex) {
   redis::lock plain(c, key + ":plain", {.ttl = 30s, .wait = 0ms, .replicas = 2, .replica_timeout = 2000ms});
   redis::lock fenced(c, key + ":fenced", {.ttl = 30s, .wait = 0ms, .fencing = true, .replicas = 2,
                                            .replica_timeout = 2000ms});
+  redis::semaphore leases(c, key + ":leases", 2, {.ttl = 30s, .wait = 0ms, .replicas = 2, .replica_timeout = 2000ms});
   co_await plain.acquire();
   co_await fenced.acquire();
+  co_await leases.acquire();
   BOOST_CHECK_GT(fenced.fencing_token(), 0);
   co_await plain.extend(30s);
+  co_await leases.extend(30s);
   co_await plain.release();
   co_await fenced.release();
+  co_await leases.release();
   c.close();
 }
 
@@ -358,15 +362,21 @@ asio::awaitable<void> not_replicated(asio::any_io_executor ex) {
     if (node.port != master) paused.push_back(dlock::test::sentinel_node_name(node.port));
   for (const auto& name : paused) dlock::test::server_action("pause", name);
   redis::lock plain(c, key, {.ttl = 30s, .wait = 0ms, .replicas = 1, .replica_timeout = 200ms});
+  redis::semaphore leases(c, key + ":leases", 2, {.ttl = 30s, .wait = 0ms, .replicas = 1, .replica_timeout = 200ms});
   auto [ec] = co_await plain.acquire(with_ec);
+  auto [leased] = co_await leases.acquire(with_ec);
   auto [extended] = co_await held.extend(30s, with_ec);
   for (const auto& name : paused) dlock::test::server_action("resume", name);
   BOOST_CHECK_MESSAGE(ec == dlock::error::not_replicated, ec.message());
+  BOOST_CHECK_MESSAGE(leased == dlock::error::not_replicated, leased.message());
   BOOST_CHECK(!plain.held());
+  BOOST_CHECK(!leases.held());
   BOOST_CHECK_MESSAGE(extended == dlock::error::not_replicated, extended.message());
-  co_await sleep_for(100ms);  // the background delete
+  co_await sleep_for(100ms);  // the background deletes
   auto left = co_await must(c, "EXISTS", key);
   BOOST_CHECK_EQUAL(left.integer(), 0);
+  auto lease_left = co_await must(c, "ZCARD", key + ":leases");  // the lease taken, then removed
+  BOOST_CHECK_EQUAL(lease_left.integer(), 0);
   co_await held.release(with_ec);
   c.close();
   co_await settle();
