@@ -29,6 +29,7 @@ lock_engine::lock_engine(asio::any_io_executor ex, std::vector<std::shared_ptr<c
       invalid_reason(std::move(invalid)),
       retry_pause(executor),
       cleanups(masters.size()),
+      deadlines_(o.master_timeout),
       deadline_timer_(executor),
       random_(jitter_seed()) {
   hold.observe(&observed);
@@ -183,37 +184,29 @@ double lock_engine::random_unit() {
 // ------------------------------------------------------------- deadline queue
 
 void lock_engine::watch_deadline(deadline_entry& entry) {
-  entry.due = std::chrono::steady_clock::now() + options.master_timeout;
-  deadlines_.push_back(entry);
+  deadlines_.watch(entry, std::chrono::steady_clock::now());
   arm_deadline_timer();
-}
-
-void lock_engine::unwatch_deadline(deadline_entry& entry) noexcept {
-  if (entry.is_linked()) deadlines_.erase(deadlines_.iterator_to(entry));
 }
 
 // Armed for the oldest watched deadline; if that fan-out finished meanwhile
 // the timer wakes a little early and re-arms for the next one.
 void lock_engine::arm_deadline_timer() {
-  if (deadline_timer_armed_ || deadlines_.empty()) return;
+  auto due = deadlines_.next_due();
+  if (deadline_timer_armed_ || !due) return;
   deadline_timer_armed_ = true;
-  deadline_timer_.expires_at(deadlines_.front().due);
+  deadline_timer_.expires_at(*due);
   deadline_timer_.async_wait([weak = weak_from_this()](error_code) {
     if (auto self = weak.lock()) self->on_deadline_timer();
   });
 }
 
-// Fan-outs due within a sixteenth of the timeout are expired together with
-// the first (a little early, never late): under a dead master every fan-out
-// runs into its deadline, and one wake-up per batch is cheaper than one each.
 void lock_engine::on_deadline_timer() {
   deadline_timer_armed_ = false;
-  auto now = std::chrono::steady_clock::now() + options.master_timeout / 16;
-  while (!deadlines_.empty() && deadlines_.front().due <= now) {
-    fanout* expiring = deadlines_.front().op;
-    deadlines_.pop_front();
+  auto now = std::chrono::steady_clock::now();
+  while (auto* entry = deadlines_.take_due(now)) {
     // A fan-out in the queue is alive (~fanout leaves it); locked so that
     // expire() may drop the last command holding it.
+    auto* expiring = static_cast<fanout*>(entry->owner);
     if (auto op = expiring->weak_from_this().lock()) op->expire();  // may watch new fan-outs (a cleanup, a retry)
   }
   arm_deadline_timer();
@@ -223,7 +216,7 @@ void lock_engine::on_deadline_timer() {
 
 fanout::fanout(std::shared_ptr<lock_engine> owner)
     : owner_(std::move(owner)), masters_(owner_->masters.size()) {
-  deadline_.op = this;
+  deadline_.owner = this;
 }
 
 fanout::~fanout() { owner_->unwatch_deadline(deadline_); }

@@ -17,11 +17,11 @@
 #include "redis/locks/algorithm/quorum.hpp"
 #include "redis/locks/algorithm/round.hpp"
 #include "redis/locks/algorithm/scripts.hpp"
+#include "redis/locks/algorithm/timing.hpp"
 #include "redis/locks/hold.hpp"
 
 #include <boost/asio/steady_timer.hpp>
 #include <boost/container/small_vector.hpp>
-#include <boost/intrusive/list.hpp>
 
 #include <atomic>
 #include <cstdint>
@@ -34,16 +34,6 @@
 #include <vector>
 
 namespace dlock::redis::detail {
-
-class fanout;
-
-/// A fan-out's place in its lock's deadline queue. It lives inside the
-/// fan-out, so watching one allocates nothing and touches no other object;
-/// the fan-out leaves the queue when answered, expired or destroyed.
-struct deadline_entry : boost::intrusive::list_base_hook<> {
-  std::chrono::steady_clock::time_point due{};
-  fanout* op = nullptr;
-};
 
 /// The shared state of one lock (a `redlock`, a `lock`, a `semaphore`);
 /// lives on its executor.
@@ -121,14 +111,12 @@ class lock_engine : public std::enable_shared_from_this<lock_engine>, public mas
   void resend_unsettled_cleanups(std::optional<std::size_t> master = std::nullopt);
 
   // One timer for the per-master deadline of every fan-out (none with one
-  // server). They all use the same timeout, so they expire in the order
-  // they were armed: the timer is set once per timeout period, not twice
-  // per fan-out (a syscall each). The queue does not own: pending commands
-  // keep a fan-out alive, not its deadline (else a fan-out and its lock
-  // would keep each other alive if the io_context stopped first).
+  // server): algorithm/timing.hpp's deadline_queue. Pending commands keep a
+  // fan-out alive, not its deadline (else a fan-out and its lock would keep
+  // each other alive if the io_context stopped first).
   bool timed() const noexcept { return options.master_timeout > std::chrono::milliseconds::zero(); }
   void watch_deadline(deadline_entry& entry);
-  void unwatch_deadline(deadline_entry& entry) noexcept;
+  void unwatch_deadline(deadline_entry& entry) noexcept { deadlines_.unwatch(entry); }
 
   /// Failover: who granted the hold, and each master's epoch then. A hold
   /// whose masters were replaced under it is lost with failed_over.
@@ -153,7 +141,7 @@ class lock_engine : public std::enable_shared_from_this<lock_engine>, public mas
   void arm_deadline_timer();
   void on_deadline_timer();
 
-  boost::intrusive::list<deadline_entry> deadlines_;
+  deadline_queue deadlines_;
   asio::steady_timer deadline_timer_;
   bool deadline_timer_armed_ = false;
   std::minstd_rand random_;
