@@ -74,11 +74,12 @@ using command_buffer = boost::container::small_vector<char, 192>;
 /// the fan-out itself (no allocation for a lock's usual commands). Its
 /// requests borrow its bytes while they are owed.
 struct inline_command {
-  command_buffer wire;  // EVALSHA form for a script
   std::shared_ptr<const redis::script::data> script;
   std::uint32_t tail_offset = 0;  // where numkeys starts, for the EVAL form
   std::uint32_t replies = 1;      // more than one for a MULTI ... EXEC block
   bool gather = false;            // a block answered with all its replies (see request::gather)
+  // Last, so that a short command and the fields above share cache lines.
+  command_buffer wire;  // EVALSHA form for a script
 
   void set(std::initializer_list<std::string_view> arguments);
   /// Several commands sent as one (a MULTI ... EXEC block): its last reply

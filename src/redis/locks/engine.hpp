@@ -185,18 +185,20 @@ class fanout : public reply_sink, public std::enable_shared_from_this<fanout> {
   void track(std::size_t index);
   void send(std::size_t index, const std::shared_ptr<fanout>& self);
 
-  // What every answer reads comes first, the command (read when sending
-  // only) last: 64 clients' fan-outs in flight must share the cache.
+  // What every answer reads comes first. The command's room for a long key
+  // and the room for seven masters come last: one server's fan-out touches
+  // as few cache lines as a small command needs (64 clients' fan-outs in
+  // flight must share the cache).
   std::size_t pending_ = 0;
   bool deadline_passed_ = false;
   deadline_entry deadline_;
+  inline_command command_;
   // The command sent to the master and not yet answered, to abandon it
   // (in_flight takes the handle's padding: 24 bytes a master).
   struct master_state : request_handle {
     bool in_flight = false;
   };
   boost::container::small_vector<master_state, 7> masters_;  // inline for up to 7 masters
-  inline_command command_;
 };
 
 /// A fan-out decided by a redlock_attempt (algorithm/attempt.hpp): an
