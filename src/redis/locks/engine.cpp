@@ -24,11 +24,12 @@ lock_engine::lock_engine(asio::any_io_executor ex, std::vector<std::shared_ptr<c
       masters(std::move(m)),
       commands(std::move(c)),
       options(o),
+      unusable(!invalid.empty()),
       observed(o.observer, masters.empty() ? nullptr : masters[0]->opts().observer, commands.key, kind),
       hold(executor, hold_drift()),
+      cleanups(masters.size()),
       invalid_reason(std::move(invalid)),
       retry_pause(executor),
-      cleanups(masters.size()),
       deadlines_(o.master_timeout),
       deadline_timer_(executor),
       random_(jitter_seed()) {
@@ -72,8 +73,7 @@ bool lock_engine::every_master_closed() const noexcept {
 }
 
 lock_status lock_engine::status() const noexcept {
-  return {hold.state(), acquiring, releasing, released, every_master_closed(), commands.one_server(),
-          !invalid_reason.empty()};
+  return {hold.state(), acquiring, releasing, released, every_master_closed(), commands.one_server(), unusable};
 }
 
 namespace {

@@ -55,27 +55,26 @@ class lock_engine : public std::enable_shared_from_this<lock_engine>, public mas
   // the lock's commands with dlock::error::closed.
   std::vector<std::shared_ptr<connection_impl>> masters;
   // Per master: it runs on `executor` too, so its answers run in place.
-  std::vector<bool> shares_executor;
-  std::vector<std::string> names;  // "host:port", for logs
+  boost::container::small_vector<bool, 7> shares_executor;
   hold_commands commands;  // the key, and what is sent to it
   redlock_options options;
-  dlock::detail::observed_lock observed;  // who is told of this lock's events
-  /// The token, validity, loss signal and auto-extension of the current hold.
-  detail::hold hold;
-  const std::string invalid_reason;
-
+  // What every operation reads comes first (64 locks' engines must share
+  // the cache); what only a log, a retry or a handle's end reads, last.
   bool acquiring = false;  // an acquire has not completed yet
   bool releasing = false;  // a release() has not completed yet
   // The last hold was released (or lost and released): a second release() is
   // a no-op that succeeds. Cleared when an acquire starts.
   bool released = false;
-  std::size_t released_masters = 0;  // by the last release(), when it completed
-  std::weak_ptr<void> acquire_in_progress;  // ~redlock ends it (cancel_acquire)
   /// The handle is gone (set from its thread): an acquire gives up.
   std::atomic<bool> abandoned{false};
-  /// The pause between an acquire's attempts (one acquire at a time): one
-  /// timer per lock, not one per acquire (a service lookup each).
-  asio::steady_timer retry_pause;
+  const bool unusable;  // invalid_reason is not empty
+  std::uint64_t rounds = 0;  // numbers each round, for `granted`
+  /// Fencing: the largest token a hold of this lock was given. A token not
+  /// above it went back (token_went_back): every counter is raised to it.
+  std::int64_t highest_fencing_token = 0;
+  dlock::detail::observed_lock observed;  // who is told of this lock's events
+  /// The token, validity, loss signal and auto-extension of the current hold.
+  detail::hold hold;
 
   /// Every master's connection was closed for good (by its owner, or
   /// destroyed): operations then give `closed` (a master merely down is
@@ -121,19 +120,23 @@ class lock_engine : public std::enable_shared_from_this<lock_engine>, public mas
   /// Failover: who granted the hold, and each master's epoch then. A hold
   /// whose masters were replaced under it is lost with failed_over.
   grant_record granted;
-  std::uint64_t rounds = 0;  // numbers each round, for `granted`
   grant_record::epochs master_epochs() const;
   /// A master's connection saw a new master (on its own thread).
   void on_master_changed(std::uint64_t epoch) override;
   void check_failover();
-  /// Fencing: the largest token a hold of this lock was given. A token not
-  /// above it went back (token_went_back): every counter is raised to it.
-  std::int64_t highest_fencing_token = 0;
   bool fencing_went_back(std::int64_t token) {  // inline: run on every acquire
     if (!token_went_back(token, highest_fencing_token)) return false;
     raise_counters(token);
     return true;
   }
+
+  const std::string invalid_reason;
+  std::vector<std::string> names;  // "host:port", for logs
+  std::size_t released_masters = 0;  // by the last release(), when it completed
+  std::weak_ptr<void> acquire_in_progress;  // ~redlock ends it (cancel_acquire)
+  /// The pause between an acquire's attempts (one acquire at a time): one
+  /// timer per lock, not one per acquire (a service lookup each).
+  asio::steady_timer retry_pause;
 
  private:
   void on_lost(error_code why);

@@ -83,9 +83,9 @@ class cleanup_ledger {
     const void* who;
     std::function<void()> then;
   };
-  int in_flight_ = 0;
-  boost::container::small_vector<waiter, 1> waiters_;  // one acquire at a time, and settle()s
+  int in_flight_ = 0;  // these two are read before every attempt, the rest seldom
   std::vector<entry> entries_;
+  boost::container::small_vector<waiter, 1> waiters_;  // one acquire at a time, and settle()s
   std::vector<bool> awaiting_reconnection_;  // a wait for its reconnection is running (one at a time)
 };
 

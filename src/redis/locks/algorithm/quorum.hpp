@@ -10,7 +10,6 @@
 
 #include <boost/container/small_vector.hpp>
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -110,32 +109,51 @@ class grant_record {
  public:
   using epochs = boost::container::small_vector<std::uint64_t, 7>;
 
-  void attempt_sent(epochs at_send) { attempt_ = std::move(at_send); }
-  void hold_began() { hold_ = attempt_; }
+  void attempt_sent(const epochs& at_send) {
+    masters_.resize(at_send.size());
+    for (std::size_t i = 0; i < at_send.size(); ++i) masters_[i].at_attempt = at_send[i];
+  }
+  void hold_began() {
+    for (auto& each : masters_) each.under_hold = each.at_attempt;
+    holding_ = true;
+  }
   /// Round `round` (a number the shell gives each) was decided with `outcomes`.
   void decided(std::uint64_t round, std::span<const master_outcome> outcomes) {
     round_ = round;
-    outcomes_.assign(outcomes.begin(), outcomes.end());
+    masters_.resize(outcomes.size());
+    for (std::size_t i = 0; i < outcomes.size(); ++i) masters_[i].outcome = outcomes[i];
   }
   /// A master of round `round` answered after the decision: counted if that
   /// round is still the last one decided.
   void answered_late(std::uint64_t round, std::size_t master, master_outcome outcome) {
-    if (round == round_ && master < outcomes_.size()) outcomes_[master] = outcome;
+    if (round == round_ && master < masters_.size()) masters_[master].outcome = outcome;
   }
   /// The masters' epochs are `now`: true when the hold no longer stands.
   bool lost_to_failover(std::span<const std::uint64_t> now) const {
-    if (hold_.size() != now.size() || outcomes_.size() != now.size()) return false;
-    if (std::equal(now.begin(), now.end(), hold_.begin())) return false;  // the common case
+    if (!holding_ || masters_.size() != now.size()) return false;
+    bool any = false;
+    for (std::size_t i = 0; i < now.size(); ++i) any = any || now[i] != masters_[i].under_hold;
+    if (!any) return false;  // the common case
     boost::container::small_vector<bool, 7> replaced;
-    for (std::size_t i = 0; i < now.size(); ++i) replaced.push_back(now[i] != hold_[i]);
-    return !stands_after_failover(outcomes_, replaced);
+    for (std::size_t i = 0; i < now.size(); ++i) replaced.push_back(now[i] != masters_[i].under_hold);
+    return !stands_after_failover(outcomes(), replaced);
   }
-  std::span<const master_outcome> outcomes() const noexcept { return outcomes_; }
+  boost::container::small_vector<master_outcome, 7> outcomes() const {
+    boost::container::small_vector<master_outcome, 7> all;
+    for (const auto& each : masters_) all.push_back(each.outcome);
+    return all;
+  }
 
  private:
-  epochs attempt_, hold_;
-  boost::container::small_vector<master_outcome, 7> outcomes_;
+  // One entry a master, so that one server's record is a cache line.
+  struct per_master {
+    std::uint64_t at_attempt = 0;  // its epoch when the last attempt went out
+    std::uint64_t under_hold = 0;  // and when the hold began
+    master_outcome outcome = master_outcome::pending;  // in the last round decided
+  };
   std::uint64_t round_ = 0;
+  bool holding_ = false;
+  boost::container::small_vector<per_master, 7> masters_;
 };
 
 /// Fencing: a hold's token must be above every token this lock was given
