@@ -6,8 +6,6 @@
 
 #include "redis/locks/algorithm/options.hpp"
 
-#include <boost/asio/dispatch.hpp>
-
 namespace dlock::redis::detail {
 namespace {
 
@@ -83,15 +81,7 @@ void end_hold_then(lock_engine& owner, Then then) {
   owner.hold.end(handler0(std::move(then)));
 }
 
-}  // namespace
-
-void start_extend(std::shared_ptr<lock_engine> owner, milliseconds ttl, handler0 handler) {
-  if (!dlock::detail::running_on(owner->executor)) {  // from the handle's thread
-    auto& executor = owner->executor;
-    return asio::dispatch(executor, [owner = std::move(owner), ttl, h = std::move(handler)]() mutable {
-      start_extend(std::move(owner), ttl, std::move(h));
-    });
-  }
+void extend_here(std::shared_ptr<lock_engine> owner, milliseconds ttl, handler0 handler) {
   if (extend_ttl_invalid(ttl, owner->options.master_timeout))
     return post_completion(owner->executor, std::move(handler), make_error_code(dlock::error::invalid_argument));
   if (auto refused = extend_refusal(owner->status()))
@@ -100,13 +90,7 @@ void start_extend(std::shared_ptr<lock_engine> owner, milliseconds ttl, handler0
   op->start();
 }
 
-void start_release(std::shared_ptr<lock_engine> owner, handler0 h, bool in_place) {
-  if (!dlock::detail::running_on(owner->executor)) {  // from the handle's thread
-    auto& executor = owner->executor;
-    return asio::dispatch(executor, [owner = std::move(owner), h = std::move(h), in_place]() mutable {
-      start_release(std::move(owner), std::move(h), in_place);
-    });
-  }
+void release_here(std::shared_ptr<lock_engine> owner, handler0 h, bool in_place) {
   auto plan = plan_release(owner->status());
   auto told = plan.tell_loss ? owner->hold.loss().reason() : plan.told;
   if (plan.what == release_plan::step::end_and_tell) {
@@ -122,6 +106,25 @@ void start_release(std::shared_ptr<lock_engine> owner, handler0 h, bool in_place
   end_hold_then(engine, [owner = std::move(owner), h = std::move(h), in_place](error_code) mutable {
     auto& token = owner->hold.token();
     send_release(std::move(owner), token, std::move(h), in_place);
+  });
+}
+
+}  // namespace
+
+// From the handle's thread: on the lock's executor, in place when this
+// thread runs it. Dispatched once, never again from inside the dispatch (a
+// strand cannot say it is running here: asking again would recurse).
+void start_extend(std::shared_ptr<lock_engine> owner, milliseconds ttl, handler0 handler) {
+  auto& executor = owner->executor;
+  dlock::detail::dispatch_here(executor, [owner = std::move(owner), ttl, h = std::move(handler)]() mutable {
+    extend_here(std::move(owner), ttl, std::move(h));
+  });
+}
+
+void start_release(std::shared_ptr<lock_engine> owner, handler0 handler, bool in_place) {
+  auto& executor = owner->executor;
+  dlock::detail::dispatch_here(executor, [owner = std::move(owner), h = std::move(handler), in_place]() mutable {
+    release_here(std::move(owner), std::move(h), in_place);
   });
 }
 
