@@ -310,13 +310,26 @@ asio::awaitable<std::vector<std::shared_ptr<redis::connection>>> connect_masters
   co_return masters;
 }
 
+// A Redis lock contended for until the run stops, a short random pause
+// between holds. `check_tokens`: its fencing tokens must grow.
+template <class Lock>
+asio::awaitable<void> contend_until_stopped(worker_ctx* c, Lock* lock, bool check_tokens) {
+  lock_probe probe;
+  probe.name = c->recipe;
+  if (check_tokens) probe.token = [lock] { return lock->fencing_token(); };
+  probe.validity = [lock] { return lock->validity(); };
+  probe.loss = [lock]() -> dlock::lock_loss& { return lock->loss(); };
+  while (!c->stopping) {
+    co_await contend(c, lock, &probe);
+    if (!c->stopping) co_await pause_for(c->between(0, 60));
+  }
+}
+
 asio::awaitable<void> redis_loop(worker_ctx* c) {
   auto executor = co_await asio::this_coro::executor;
   bool single = c->recipe == "lock";
   auto masters = co_await connect_masters(c, single ? 1 : 5);
   std::string key = redis_key(c->run_id, c->recipe);
-  lock_probe probe;
-  probe.name = c->recipe;
   if (single) {
     redis::lock_options o;
     o.fencing = true;
@@ -326,12 +339,7 @@ asio::awaitable<void> redis_loop(worker_ctx* c) {
     o.retry_jitter = 20ms;
     o.auto_extend = true;
     redis::lock lock(*masters[0], key, o);
-    probe.validity = [&] { return lock.validity(); };
-    probe.loss = [&]() -> dlock::lock_loss& { return lock.loss(); };
-    while (!c->stopping) {
-      co_await contend(c, &lock, &probe);
-      if (!c->stopping) co_await pause_for(c->between(0, 60));
-    }
+    co_await contend_until_stopped(c, &lock, false);
   } else {
     redis::redlock_options o;
     o.fencing = true;
@@ -346,13 +354,7 @@ asio::awaitable<void> redis_loop(worker_ctx* c) {
     // when a master comes back empty. The single lock's are not: its one
     // counter is lost whenever redis1 is restarted empty (the documented
     // assumption is a counter that survives restarts).
-    probe.token = [&] { return lock.fencing_token(); };
-    probe.validity = [&] { return lock.validity(); };
-    probe.loss = [&]() -> dlock::lock_loss& { return lock.loss(); };
-    while (!c->stopping) {
-      co_await contend(c, &lock, &probe);
-      if (!c->stopping) co_await pause_for(c->between(0, 60));
-    }
+    co_await contend_until_stopped(c, &lock, true);
   }
   co_await asio::this_coro::reset_cancellation_state();
   c->rec->write("note", c->recipe, {"closing"});
@@ -399,15 +401,7 @@ asio::awaitable<void> sentinel_loop(worker_ctx* c) {
   o.replica_timeout = milliseconds(sentinel_replica_timeout_ms);
   redis::lock lock(master, redis_key(c->run_id, c->recipe), o);
   c->rec->write("note", c->recipe, {"replicas", std::to_string(o.replicas)});
-  lock_probe probe;
-  probe.name = c->recipe;
-  probe.token = [&] { return lock.fencing_token(); };
-  probe.validity = [&] { return lock.validity(); };
-  probe.loss = [&]() -> dlock::lock_loss& { return lock.loss(); };
-  while (!c->stopping) {
-    co_await contend(c, &lock, &probe);
-    if (!c->stopping) co_await pause_for(c->between(0, 60));
-  }
+  co_await contend_until_stopped(c, &lock, true);
   co_await asio::this_coro::reset_cancellation_state();
   c->rec->write("note", c->recipe, {"closing"});
   master.close();
