@@ -286,7 +286,7 @@ round_fanout::round_fanout(std::shared_ptr<lock_engine> owner, round_kind kind, 
       attempt_(owner_->commands, kind, owner_->masters.size(), ttl, owner_->hold_drift(), start),
       round_id_(++owner_->rounds) {}
 
-void round_fanout::note_decision() { owner_->granted.decided(round_id_, attempt_.round().outcomes()); }
+void round_fanout::note_decision() { owner_->granted.decided(round_id_, attempt_.round()); }
 
 void round_fanout::on_answer(std::size_t index, error_code ec, const reply& answer) {
   auto now = redlock_clock::now();

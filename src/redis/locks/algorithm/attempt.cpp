@@ -12,8 +12,7 @@ redlock_attempt::redlock_attempt(const hold_commands& commands, round_kind kind,
                                  std::chrono::milliseconds ttl, drift_rule drift, redlock_clock::time_point start)
     : round_(masters, ttl, drift, start, commands.fencing() && kind == round_kind::acquire),
       commands_(&commands),
-      kind_(kind),
-      resent_(masters, false) {}
+      kind_(kind) {}
 
 error_code redlock_attempt::failure() const noexcept {
   if (write_back_failure_) return write_back_failure_;
@@ -40,6 +39,7 @@ redlock_attempt::reaction redlock_attempt::on_answer(std::size_t index, error_co
   reaction out;
   auto own = commands_->unwrap(ec, answer);  // a script's, inside a gathered block
   bool not_run = own.ec == redis::error::script_not_run || own.ec == redis::error::no_script;
+  if (not_run && resent_.empty()) resent_.resize(round_.masters());  // sized at the first NOSCRIPT
   if (not_run && !deadline_passed && !std::exchange(resent_[index], true)) {
     out.resend = true;
     return out;

@@ -117,11 +117,11 @@ class grant_record {
     for (auto& each : masters_) each.under_hold = each.at_attempt;
     holding_ = true;
   }
-  /// Round `round` (a number the shell gives each) was decided with `outcomes`.
-  void decided(std::uint64_t round, std::span<const master_outcome> outcomes) {
+  /// Round `round` (a number the shell gives each) was decided, `decision`.
+  void decided(std::uint64_t round, const redlock_round& decision) {
     round_ = round;
-    masters_.resize(outcomes.size());
-    for (std::size_t i = 0; i < outcomes.size(); ++i) masters_[i].outcome = outcomes[i];
+    masters_.resize(decision.masters());
+    for (std::size_t i = 0; i < decision.masters(); ++i) masters_[i].outcome = decision.outcome(i);
   }
   /// A master of round `round` answered after the decision: counted if that
   /// round is still the last one decided.

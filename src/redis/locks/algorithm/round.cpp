@@ -38,11 +38,9 @@ redlock_round::redlock_round(std::size_t masters, milliseconds ttl, drift_rule d
     : fencing_(fencing),
       start_(start),
       valid_until_(detail::valid_until(start, ttl, drift)),
-      outcomes_(masters, master_outcome::pending),
-      late_(masters, false),
       ttl_(ttl),
       drift_(drift),
-      counters_(fencing ? masters : 0, no_counter) {
+      slots_(masters) {
   tally_[static_cast<std::size_t>(master_outcome::pending)] = static_cast<std::uint32_t>(masters);
 }
 
@@ -70,18 +68,18 @@ milliseconds redlock_round::validity(redlock_clock::time_point now) const noexce
 
 round_state redlock_round::record(std::size_t index, master_outcome outcome,
                                   redlock_clock::time_point now, std::int64_t counter) {
-  if (index >= outcomes_.size() || outcome == master_outcome::pending) return state_;
+  if (index >= slots_.size() || outcome == master_outcome::pending) return state_;
   // A master answers once; a reply after its timeout was recorded is still
   // worth knowing when it says the key is ours (it must be released).
-  auto& slot = outcomes_[index];
+  auto& slot = slots_[index].outcome;
   bool was_timed_out = slot == master_outcome::timed_out;
   if (slot != master_outcome::pending && !was_timed_out) return state_;
   if (was_timed_out && outcome != master_outcome::ok && outcome != master_outcome::already_ours)
     return state_;
   set(slot, outcome);
-  if (fencing_) counters_[index] = counter < 0 ? no_counter : counter;
+  if (fencing_) slots_[index].counter = counter < 0 ? no_counter : counter;
   if (decided()) {
-    late_[index] = true;
+    slots_[index].late = true;
     return state_;
   }
   decide(now);
@@ -89,8 +87,8 @@ round_state redlock_round::record(std::size_t index, master_outcome outcome,
 }
 
 round_state redlock_round::time_out_pending(redlock_clock::time_point now) {
-  for (auto& slot : outcomes_)
-    if (slot == master_outcome::pending) set(slot, master_outcome::timed_out);
+  for (auto& slot : slots_)
+    if (slot.outcome == master_outcome::pending) set(slot.outcome, master_outcome::timed_out);
   if (!decided()) decide(now);
   return state_;
 }
@@ -127,17 +125,17 @@ void redlock_round::decide(redlock_clock::time_point now) {
 }
 
 bool redlock_round::counted(std::size_t index) const noexcept {
-  auto outcome = outcomes_[index];
+  auto outcome = slots_[index].outcome;
   return outcome == master_outcome::ok || outcome == master_outcome::already_ours || outcome == master_outcome::taken;
 }
 
 // Masters that answered (yes or no), and those of them with a counter.
 redlock_round::counter_tally redlock_round::tally_counters() const noexcept {
   counter_tally t;
-  for (std::size_t i = 0; i < outcomes_.size(); ++i) {
+  for (std::size_t i = 0; i < slots_.size(); ++i) {
     if (!counted(i)) continue;
     ++t.answered;
-    if (counters_[i] != no_counter) ++t.with_counter;
+    if (slots_[i].counter != no_counter) ++t.with_counter;
   }
   return t;
 }
@@ -163,9 +161,10 @@ bool redlock_round::fencing_reachable() const noexcept {
 // not incremented, so its counter counts plus one.
 std::int64_t redlock_round::token_from_counters() const noexcept {
   std::int64_t token = 1;
-  for (std::size_t i = 0; i < outcomes_.size(); ++i) {
-    if (!counted(i) || counters_[i] == no_counter) continue;
-    auto next = outcomes_[i] == master_outcome::taken ? counters_[i] + 1 : counters_[i];
+  for (std::size_t i = 0; i < slots_.size(); ++i) {
+    auto [outcome, late, counter] = slots_[i];
+    if (!counted(i) || counter == no_counter) continue;
+    auto next = outcome == master_outcome::taken ? counter + 1 : counter;
     token = std::max(token, next);
   }
   return token;
@@ -173,25 +172,25 @@ std::int64_t redlock_round::token_from_counters() const noexcept {
 
 std::size_t redlock_round::at_token() const noexcept {
   std::size_t n = 0;
-  for (std::size_t i = 0; i < counters_.size(); ++i)
-    if (counted(i) && counters_[i] >= fencing_token_) ++n;
+  for (std::size_t i = 0; fencing_ && i < slots_.size(); ++i)
+    if (counted(i) && slots_[i].counter >= fencing_token_) ++n;
   return n;
 }
 
 bool redlock_round::behind(std::size_t index) const noexcept {
-  return fencing_ && index < counters_.size() && counted(index) && counters_[index] < fencing_token_;
+  return fencing_ && index < slots_.size() && counted(index) && slots_[index].counter < fencing_token_;
 }
 
 bool redlock_round::needs_late_release(std::size_t index) const noexcept {
-  if (index >= outcomes_.size() || state_ != round_state::failed || !late_[index]) return false;
-  return outcomes_[index] == master_outcome::ok || outcomes_[index] == master_outcome::already_ours;
+  if (index >= slots_.size() || state_ != round_state::failed || !slots_[index].late) return false;
+  return slots_[index].outcome == master_outcome::ok || slots_[index].outcome == master_outcome::already_ours;
 }
 
 std::string redlock_round::describe() const {
   std::string text;
-  for (auto outcome : outcomes_) {
+  for (const auto& slot : slots_) {
     if (!text.empty()) text += ' ';
-    text += to_string(outcome);
+    text += to_string(slot.outcome);
   }
   return text;
 }

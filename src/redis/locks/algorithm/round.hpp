@@ -83,8 +83,8 @@ class redlock_round {
 
   round_state state() const noexcept { return state_; }
   bool decided() const noexcept { return state_ != round_state::pending; }
-  std::size_t masters() const noexcept { return outcomes_.size(); }
-  std::size_t quorum() const noexcept { return outcomes_.size() / 2 + 1; }
+  std::size_t masters() const noexcept { return slots_.size(); }
+  std::size_t quorum() const noexcept { return slots_.size() / 2 + 1; }
   std::size_t count(master_outcome outcome) const noexcept;
   std::size_t ours() const noexcept;  ///< ok + already_ours
   bool all_answered() const noexcept { return count(master_outcome::pending) == 0; }
@@ -110,8 +110,7 @@ class redlock_round {
   /// its key may have been set after the cleanup, so release it again.
   bool needs_late_release(std::size_t index) const noexcept;
 
-  master_outcome outcome(std::size_t index) const noexcept { return outcomes_[index]; }
-  std::span<const master_outcome> outcomes() const noexcept { return outcomes_; }
+  master_outcome outcome(std::size_t index) const noexcept { return slots_[index].outcome; }
 
   /// Fencing, once acquired: the hold's token.
   std::int64_t fencing_token() const noexcept { return fencing_token_; }
@@ -141,17 +140,20 @@ class redlock_round {
   // attempt allocates nothing.
   round_state state_ = round_state::pending;
   bool fencing_;
-  std::array<std::uint32_t, 6> tally_{};  // masters per outcome, kept with outcomes_
+  std::array<std::uint32_t, 6> tally_{};  // masters per outcome, kept with the slots
   redlock_clock::time_point start_;
   redlock_clock::time_point valid_until_;
-  boost::container::small_vector<master_outcome, 7> outcomes_;
-  boost::container::small_vector<bool, 7> late_;
   std::chrono::milliseconds validity_at_decision_{0};
   error_code failure_;
   std::chrono::milliseconds ttl_;
   drift_rule drift_;
   std::int64_t fencing_token_ = 0;
-  boost::container::small_vector<std::int64_t, 7> counters_;  // with fencing
+  struct master_slot {
+    master_outcome outcome = master_outcome::pending;
+    bool late = false;  // answered after the decision
+    std::int64_t counter = no_counter;  // with fencing
+  };
+  boost::container::small_vector<master_slot, 7> slots_;
 };
 
 /// What an observer is told of one Redlock round (acquire or extend), once it

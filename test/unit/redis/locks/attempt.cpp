@@ -136,6 +136,20 @@ BOOST_AUTO_TEST_CASE(a_script_not_run_at_any_step_is_sent_again_once) {
   });
 }
 
+// Each master is sent the script again once, whichever answered NOSCRIPT
+// first: every pair of masters, in both orders.
+BOOST_AUTO_TEST_CASE(two_masters_without_the_script_are_each_sent_it_again_once) {
+  for (std::size_t first = 0; first < five; ++first)
+    for (std::size_t second = 0; second < five; ++second) {
+      if (first == second) continue;
+      auto a = make_attempt();
+      BOOST_TEST(a.on_answer(first, noscript().ec, {}, t0 + 1ms, false).resend);
+      BOOST_TEST(a.on_answer(second, noscript().ec, {}, t0 + 1ms, false).resend);
+      BOOST_TEST(!a.on_answer(first, noscript().ec, {}, t0 + 1ms, false).resend);
+      BOOST_TEST(!a.on_answer(second, noscript().ec, {}, t0 + 1ms, false).resend);
+    }
+}
+
 BOOST_AUTO_TEST_CASE(no_resend_once_the_deadline_passed) {
   auto a = make_attempt();
   auto r = a.on_answer(0, noscript().ec, {}, t0 + 1ms, true);
@@ -513,7 +527,11 @@ BOOST_AUTO_TEST_CASE(a_grant_record_judges_a_hold_by_its_attempt_epochs_and_its_
   std::vector<std::uint64_t> epochs{0, 0, 0};
   BOOST_TEST(!record.lost_to_failover(epochs));  // no hold yet
   record.attempt_sent({0, 0, 0});
-  std::vector<master_outcome> round{ok, ok, late};
+  detail::redlock_round round(3, 10'000ms, {0.01, 2ms}, t0);  // yes, yes, then a timeout
+  round.record(0, ok, t0 + 1ms);
+  round.record(1, ok, t0 + 1ms);
+  round.time_out_pending(t0 + 50ms);
+  BOOST_TEST(round.outcome(2) == late);
   record.decided(1, round);
   record.hold_began();
   BOOST_TEST(!record.lost_to_failover(epochs));
