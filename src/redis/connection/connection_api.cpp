@@ -1,7 +1,7 @@
-// The connection's handle and the entries dlock's own locks use
+// The connection's handle, the entries dlock's own locks use
 // (connection_access): each builds a request and hands it to the glue on the
-// connection's executor.
-#include "redis/connection/connection_impl.hpp"
+// connection's executor; and the locks' fan-outs over a set of connections.
+#include "redis/connection/connection_api.hpp"
 
 #include "detail/op_base.hpp"
 
@@ -10,8 +10,10 @@
 #include "redis/resp/command_check.hpp"
 
 #include <boost/asio/dispatch.hpp>
+#include <boost/asio/steady_timer.hpp>
 
 #include <charconv>
+#include <cstring>
 
 namespace dlock::redis {
 namespace detail {
@@ -22,7 +24,12 @@ namespace {
 
 // One way to append to either buffer a command is encoded into.
 void append(std::string& out, std::string_view bytes) { out.append(bytes.data(), bytes.size()); }
-void append(command_buffer& out, std::string_view bytes) { out.insert(out.end(), bytes.begin(), bytes.end()); }
+void append(command_buffer& out, std::string_view bytes) {
+  if (bytes.empty()) return;  // its data() may be null
+  auto at = out.size();
+  out.resize(at + bytes.size(), boost::container::default_init);
+  std::memcpy(out.data() + at, bytes.data(), bytes.size());
+}
 
 template <class Buffer>
 void append_count(Buffer& out, char kind, std::size_t n) {
@@ -163,6 +170,121 @@ void connection_access::wait_for(const std::shared_ptr<connection_impl>& c, conn
   asio::dispatch(c->executor(), [impl = c, w = std::move(w)]() mutable { impl->wait_for(std::move(w)); });
 }
 
+// ---- a lock's connections, and its fan-outs ----
+
+// One timer for the per-master deadline of every fan-out of one set: the
+// deadline_queue says when it is due, and which fan-outs expire then.
+class deadline_timer : public std::enable_shared_from_this<deadline_timer> {
+ public:
+  deadline_timer(const asio::any_io_executor& executor, std::chrono::milliseconds timeout)
+      : queue_(timeout), timer_(executor) {}
+
+  void watch(deadline_entry& entry) {
+    queue_.watch(entry, clock::now());
+    arm();
+  }
+  void unwatch(deadline_entry& entry) noexcept { queue_.unwatch(entry); }
+
+ private:
+  // Armed for the oldest watched deadline; if that fan-out finished
+  // meanwhile the timer wakes a little early and re-arms for the next one.
+  void arm() {
+    auto due = queue_.next_due();
+    if (armed_ || !due) return;
+    armed_ = true;
+    timer_.expires_at(*due);
+    timer_.async_wait([weak = weak_from_this()](error_code) {
+      if (auto self = weak.lock()) self->on_timer();
+    });
+  }
+
+  void on_timer() {
+    armed_ = false;
+    auto now = clock::now();
+    while (auto* entry = queue_.take_due(now)) {
+      // A fan-out in the queue is alive (~fanout leaves it); locked so that
+      // expire() may drop the last command holding it.
+      auto* expiring = static_cast<fanout*>(entry->owner);
+      if (auto op = expiring->weak_from_this().lock()) op->expire();  // may watch new fan-outs
+    }
+    arm();
+  }
+
+  deadline_queue queue_;
+  asio::steady_timer timer_;
+  bool armed_ = false;
+};
+
+connection_set::connection_set(asio::any_io_executor ex, std::vector<std::shared_ptr<connection_impl>> m,
+                               std::chrono::milliseconds master_timeout)
+    : executor(std::move(ex)), masters(std::move(m)) {
+  for (const auto& master : masters) shares_executor.push_back(master->executor() == executor);
+  if (master_timeout > std::chrono::milliseconds::zero())
+    deadlines = std::make_shared<deadline_timer>(executor, master_timeout);
+}
+
+fanout::fanout(std::shared_ptr<connection_set> to) : to_(std::move(to)), masters_(to_->masters.size()) {
+  deadline_.owner = this;
+}
+
+fanout::~fanout() {
+  if (to_->deadlines) to_->deadlines->unwatch(deadline_);
+}
+
+void fanout::track(std::size_t index) {
+  if (!masters_[index].in_flight) {
+    masters_[index].in_flight = true;
+    ++pending_;
+  }
+}
+
+void fanout::send(std::size_t index) { send(index, shared_from_this()); }
+
+// One shared_from_this() for all: each is a compare-and-swap on the count,
+// where copying the pointer is a plain increment in a one-thread process.
+void fanout::send_to_all() {
+  auto self = shared_from_this();
+  for (std::size_t i = 0; i < to_->masters.size(); ++i) send(i, self);
+}
+
+void fanout::send(std::size_t index, const std::shared_ptr<fanout>& self) {
+  track(index);
+  request_handle& sent = masters_[index];  // the master's state is its last request's handle
+  sent = connection_access::send(to_->masters[index], command_, self, index, to_->shares_executor[index]);
+}
+
+void fanout::arm_deadline() {
+  if (!to_->deadlines || deadline_.is_linked() || pending_ == 0) return;
+  to_->deadlines->watch(deadline_);
+}
+
+// Out of the queue already (the timer took it out).
+void fanout::expire() {
+  if (pending_ == 0) return;
+  deadline_passed_ = true;
+  on_deadline();
+  abandon_pending();
+}
+
+void fanout::abandon_pending() {
+  for (std::size_t i = 0; i < masters_.size(); ++i)
+    if (masters_[i].in_flight) connection_access::abandon(to_->masters[i], masters_[i]);
+}
+
+void fanout::on_reply(std::size_t index, error_code ec, const reply& answer) {
+  auto& master = masters_[index];
+  if (!master.in_flight) return;
+  master.in_flight = false;
+  // Let go of the answered request now, while it is in the cache: the
+  // fan-out's end would otherwise touch every request's count again.
+  master.sent.reset();
+  --pending_;
+  on_answer(index, ec, answer);  // may send a follow-up to the same master
+  if (pending_ == 0) {
+    if (to_->deadlines) to_->deadlines->unwatch(deadline_);
+    on_all_answered();
+  }
+}
 
 }  // namespace detail
 

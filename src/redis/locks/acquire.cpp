@@ -3,7 +3,7 @@
 //
 //  1. Take a fresh random token and the time `start`.
 //  2. Send `SET key token NX PX ttl` to every master at once, each with a
-//     short per-master timeout (engine.cpp).
+//     short per-master timeout (a fan-out: connection_api.hpp).
 //  3. The attempt is won when a majority (N/2 + 1) said yes while validity
 //     is left: ttl - (now - start) - drift (algorithm/round.hpp, timing.hpp).
 //     It is lost the moment a majority is out of reach.

@@ -8,6 +8,7 @@
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/container/small_vector.hpp>
 
 #include <algorithm>
 #include <utility>
@@ -20,28 +21,21 @@ using std::chrono::milliseconds;
 
 lock_engine::lock_engine(asio::any_io_executor ex, std::vector<std::shared_ptr<connection_impl>> m,
                          hold_commands c, redlock_options o, lock_kind kind, std::string invalid)
-    : executor(std::move(ex)),
-      masters(std::move(m)),
+    : connection_set(std::move(ex), std::move(m), o.master_timeout),
+      unusable(!invalid.empty()),
+      observed(o.observer, masters.empty() ? nullptr : masters[0]->opts().observer, c.key, kind),
       commands(std::move(c)),
       options(o),
-      unusable(!invalid.empty()),
-      observed(o.observer, masters.empty() ? nullptr : masters[0]->opts().observer, commands.key, kind),
       hold(executor, hold_drift()),
       cleanups(masters.size()),
       invalid_reason(std::move(invalid)),
       retry_pause(executor),
-      deadlines_(o.master_timeout),
-      deadline_timer_(executor),
       random_(jitter_seed()) {
   hold.observe(&observed);
   if (o.stall) hold.watch_stalls(o.stall);
   else if (!masters.empty()) hold.watch_stalls(masters[0]->opts().stall);
   names.reserve(masters.size());
-  for (const auto& master : masters) {
-    const auto& opts = master->opts();
-    names.push_back(opts.host + ':' + std::to_string(opts.port));
-    shares_executor.push_back(master->executor() == executor);
-  }
+  for (const auto& master : masters) names.push_back(master->opts().host + ':' + std::to_string(master->opts().port));
 }
 
 std::shared_ptr<lock_engine> lock_engine::make(asio::any_io_executor executor,
@@ -181,106 +175,11 @@ double lock_engine::random_unit() {
   return std::uniform_real_distribution<double>(0.0, 1.0)(random_);
 }
 
-// ------------------------------------------------------------- deadline queue
-
-void lock_engine::watch_deadline(deadline_entry& entry) {
-  deadlines_.watch(entry, std::chrono::steady_clock::now());
-  arm_deadline_timer();
-}
-
-// Armed for the oldest watched deadline; if that fan-out finished meanwhile
-// the timer wakes a little early and re-arms for the next one.
-void lock_engine::arm_deadline_timer() {
-  auto due = deadlines_.next_due();
-  if (deadline_timer_armed_ || !due) return;
-  deadline_timer_armed_ = true;
-  deadline_timer_.expires_at(*due);
-  deadline_timer_.async_wait([weak = weak_from_this()](error_code) {
-    if (auto self = weak.lock()) self->on_deadline_timer();
-  });
-}
-
-void lock_engine::on_deadline_timer() {
-  deadline_timer_armed_ = false;
-  auto now = std::chrono::steady_clock::now();
-  while (auto* entry = deadlines_.take_due(now)) {
-    // A fan-out in the queue is alive (~fanout leaves it); locked so that
-    // expire() may drop the last command holding it.
-    auto* expiring = static_cast<fanout*>(entry->owner);
-    if (auto op = expiring->weak_from_this().lock()) op->expire();  // may watch new fan-outs (a cleanup, a retry)
-  }
-  arm_deadline_timer();
-}
-
-// ---------------------------------------------------------------------- fanout
-
-fanout::fanout(std::shared_ptr<lock_engine> owner)
-    : owner_(std::move(owner)), masters_(owner_->masters.size()) {
-  deadline_.owner = this;
-}
-
-fanout::~fanout() { owner_->unwatch_deadline(deadline_); }
-
-void fanout::track(std::size_t index) {
-  if (!masters_[index].in_flight) {
-    masters_[index].in_flight = true;
-    ++pending_;
-  }
-}
-
-void fanout::send(std::size_t index) { send(index, shared_from_this()); }
-
-// One shared_from_this() for all: each is a compare-and-swap on the count,
-// where copying the pointer is a plain increment in a one-thread process.
-void fanout::send_to_all() {
-  auto self = shared_from_this();
-  for (std::size_t i = 0; i < owner_->masters.size(); ++i) send(i, self);
-}
-
-void fanout::send(std::size_t index, const std::shared_ptr<fanout>& self) {
-  track(index);
-  request_handle& sent = masters_[index];  // the master's state is its last request's handle
-  sent = connection_access::send(owner_->masters[index], command_, self, index, owner_->shares_executor[index]);
-}
-
-void fanout::arm_deadline() {
-  if (!owner_->timed() || deadline_.is_linked() || pending_ == 0) return;
-  owner_->watch_deadline(deadline_);
-}
-
-// Out of the queue already (the timer took it out).
-void fanout::expire() {
-  if (pending_ == 0) return;
-  deadline_passed_ = true;
-  on_deadline();
-  abandon_pending();
-}
-
-void fanout::abandon_pending() {
-  for (std::size_t i = 0; i < masters_.size(); ++i)
-    if (masters_[i].in_flight) connection_access::abandon(owner_->masters[i], masters_[i]);
-}
-
-void fanout::on_reply(std::size_t index, error_code ec, const reply& answer) {
-  auto& master = masters_[index];
-  if (!master.in_flight) return;
-  master.in_flight = false;
-  // Let go of the answered request now, while it is in the cache: the
-  // fan-out's end would otherwise touch every request's count again.
-  master.sent.reset();
-  --pending_;
-  on_answer(index, ec, answer);  // may send a follow-up to the same master
-  if (pending_ == 0) {
-    owner_->unwatch_deadline(deadline_);
-    on_all_answered();
-  }
-}
-
 // ---------------------------------------------------------------- round_fanout
 
 round_fanout::round_fanout(std::shared_ptr<lock_engine> owner, round_kind kind, milliseconds ttl,
                            redlock_clock::time_point start)
-    : fanout(std::move(owner)),
+    : lock_fanout(std::move(owner)),
       // The observer hears of Redlock rounds only.
       report_(owner_->observed && !owner_->commands.one_server(), owner_->names, kind),
       attempt_(owner_->commands, kind, owner_->masters.size(), ttl, owner_->hold_drift(), start),
@@ -324,13 +223,13 @@ namespace {
 /// remaining answers are still awaited (up to the per-master timeout) but
 /// nobody waits for them. A background one (no handler) counts in
 /// the engine's cleanups in flight until every master answered.
-class release_fanout final : public fanout {
+class release_fanout final : public lock_fanout {
  public:
   using done_handler = asio::any_completion_handler<void(error_code)>;
   // The handler is taken here: any_completion_handler's assignment is broken in Asio 1.81.
   release_fanout(std::shared_ptr<lock_engine> owner, std::string_view token, done_handler done = {},
                  bool in_place = false)
-      : fanout(std::move(owner)), in_place_(in_place), done_(std::move(done)) {
+      : lock_fanout(std::move(owner)), in_place_(in_place), done_(std::move(done)) {
     if (!done_.has_handler()) token_ = token;
     owner_->commands.release(command(), token);
   }
@@ -375,12 +274,12 @@ class release_fanout final : public fanout {
 };
 
 /// Step 4's write-back, decided by a write_back_tally (algorithm/quorum.hpp).
-class fencing_write_back final : public fanout {
+class fencing_write_back final : public lock_fanout {
  public:
   using report_function = std::function<void(error_code)>;
   fencing_write_back(std::shared_ptr<lock_engine> owner, std::int64_t token, std::size_t needed,
                      std::size_t asked, report_function report)
-      : fanout(std::move(owner)), tally_(token, needed, asked), report_(std::move(report)) {
+      : lock_fanout(std::move(owner)), tally_(token, needed, asked), report_(std::move(report)) {
     command().set(fencing_write_back_script(), {owner_->commands.counter_key}, {std::to_string(token)});
   }
 

@@ -1,7 +1,8 @@
 // The one Redis lock shell: a lock_engine drives a hold on N servers, one
-// for redis::lock and redis::semaphore, N for redis::redlock, sending one
-// command to every master at once (with Redlock's per-master timeout) and
-// doing what algorithm/ decides (algorithm/attempt.hpp's hold_commands says what is sent).
+// for redis::lock and redis::semaphore, N for redis::redlock, through
+// fan-outs that send one command to every master at once (with Redlock's
+// per-master timeout: connection_api.hpp), doing what algorithm/ decides
+// (algorithm/attempt.hpp's hold_commands says what is sent).
 // Private to src/redis/locks/.
 #pragma once
 
@@ -10,7 +11,7 @@
 
 #include "detail/observed_lock.hpp"
 #include "detail/op_base.hpp"
-#include "redis/connection/connection_impl.hpp"
+#include "redis/connection/connection_api.hpp"
 #include "redis/locks/algorithm/acquire_machine.hpp"
 #include "redis/locks/algorithm/attempt.hpp"
 #include "redis/locks/algorithm/cleanup_ledger.hpp"
@@ -21,7 +22,6 @@
 #include "redis/locks/hold.hpp"
 
 #include <boost/asio/steady_timer.hpp>
-#include <boost/container/small_vector.hpp>
 
 #include <atomic>
 #include <cstdint>
@@ -36,8 +36,8 @@
 namespace dlock::redis::detail {
 
 /// The shared state of one lock (a `redlock`, a `lock`, a `semaphore`);
-/// lives on its executor.
-class lock_engine : public std::enable_shared_from_this<lock_engine>, public master_watcher {
+/// lives on its executor. It is the set of connections its fan-outs send to.
+class lock_engine : public connection_set, public std::enable_shared_from_this<lock_engine>, public master_watcher {
  public:
   /// `options.master_timeout` zero: none (one server, whose connection's
   /// command timeout applies). `invalid_reason` not empty: the arguments
@@ -50,14 +50,6 @@ class lock_engine : public std::enable_shared_from_this<lock_engine>, public mas
   lock_engine(asio::any_io_executor executor, std::vector<std::shared_ptr<connection_impl>> masters,
               hold_commands commands, redlock_options options, lock_kind kind, std::string invalid_reason);
 
-  asio::any_io_executor executor;
-  // The connections' internals, shared: a connection destroyed first fails
-  // the lock's commands with dlock::error::closed.
-  std::vector<std::shared_ptr<connection_impl>> masters;
-  // Per master: it runs on `executor` too, so its answers run in place.
-  boost::container::small_vector<bool, 7> shares_executor;
-  hold_commands commands;  // the key, and what is sent to it
-  redlock_options options;
   // What every operation reads comes first (64 locks' engines must share
   // the cache); what only a log, a retry or a handle's end reads, last.
   bool acquiring = false;  // an acquire has not completed yet
@@ -72,7 +64,11 @@ class lock_engine : public std::enable_shared_from_this<lock_engine>, public mas
   /// Fencing: the largest token a hold of this lock was given. A token not
   /// above it went back (token_went_back): every counter is raised to it.
   std::int64_t highest_fencing_token = 0;
+  std::size_t released_masters = 0;  // by the last release(), when it completed
+  std::weak_ptr<void> acquire_in_progress;  // ~redlock ends it (cancel_acquire)
   dlock::detail::observed_lock observed;  // who is told of this lock's events
+  hold_commands commands;  // the key, and what is sent to it
+  redlock_options options;
   /// The token, validity, loss signal and auto-extension of the current hold.
   detail::hold hold;
 
@@ -109,14 +105,6 @@ class lock_engine : public std::enable_shared_from_this<lock_engine>, public mas
   /// Every master's, or one master's.
   void resend_unsettled_cleanups(std::optional<std::size_t> master = std::nullopt);
 
-  // One timer for the per-master deadline of every fan-out (none with one
-  // server): algorithm/timing.hpp's deadline_queue. Pending commands keep a
-  // fan-out alive, not its deadline (else a fan-out and its lock would keep
-  // each other alive if the io_context stopped first).
-  bool timed() const noexcept { return options.master_timeout > std::chrono::milliseconds::zero(); }
-  void watch_deadline(deadline_entry& entry);
-  void unwatch_deadline(deadline_entry& entry) noexcept { deadlines_.unwatch(entry); }
-
   /// Failover: who granted the hold, and each master's epoch then. A hold
   /// whose masters were replaced under it is lost with failed_over.
   grant_record granted;
@@ -132,8 +120,6 @@ class lock_engine : public std::enable_shared_from_this<lock_engine>, public mas
 
   const std::string invalid_reason;
   std::vector<std::string> names;  // "host:port", for logs
-  std::size_t released_masters = 0;  // by the last release(), when it completed
-  std::weak_ptr<void> acquire_in_progress;  // ~redlock ends it (cancel_acquire)
   /// The pause between an acquire's attempts (one acquire at a time): one
   /// timer per lock, not one per acquire (a service lookup each).
   asio::steady_timer retry_pause;
@@ -141,73 +127,23 @@ class lock_engine : public std::enable_shared_from_this<lock_engine>, public mas
  private:
   void on_lost(error_code why);
   void raise_counters(std::int64_t token_that_went_back);
-  void arm_deadline_timer();
-  void on_deadline_timer();
 
-  deadline_queue deadlines_;
-  asio::steady_timer deadline_timer_;
-  bool deadline_timer_armed_ = false;
   std::minstd_rand random_;
 };
 
-/// One command (or script) to every master, encoded once; answers arrive on
-/// the lock's executor. At the per-master timeout the masters still
-/// pending are abandoned: their handlers run with operation_aborted shortly
-/// after, and their replies, if they come, are dropped by the connection.
-class fanout : public reply_sink, public std::enable_shared_from_this<fanout> {
- public:
-  explicit fanout(std::shared_ptr<lock_engine> owner);
-  ~fanout() override;
-  fanout(const fanout&) = delete;
-  fanout& operator=(const fanout&) = delete;
-
-  /// A master's answer, on the lock's executor (see reply_sink).
-  void on_reply(std::size_t index, error_code ec, const reply& answer) final;
-  const asio::any_io_executor& sink_executor() const noexcept final { return owner_->executor; }
-  /// The per-master timeout passed (called by the owner's deadline timer).
-  void expire();
-
+/// A lock's fan-out (connection_api.hpp): its engine is the connection
+/// set it sends to.
+class lock_fanout : public fanout {
  protected:
-  virtual void on_answer(std::size_t index, error_code ec, const reply& answer) = 0;
-  virtual void on_deadline() {}
-  virtual void on_all_answered() {}
-
-  /// The one command every send() sends: set once, before the first send,
-  /// and never changed, as the requests borrow its bytes while they are
-  /// owed (this fan-out, their sink, lives that long).
-  inline_command& command() noexcept { return command_; }
-  void send(std::size_t index);
-  void send_to_all();
-  void arm_deadline();
-  void abandon_pending();
-  bool deadline_passed() const noexcept { return deadline_passed_; }
-
-  std::shared_ptr<lock_engine> owner_;
-
- private:
-  void track(std::size_t index);
-  void send(std::size_t index, const std::shared_ptr<fanout>& self);
-
-  // What every answer reads comes first. The command's room for a long key
-  // and the room for seven masters come last: one server's fan-out touches
-  // as few cache lines as a small command needs (64 clients' fan-outs in
-  // flight must share the cache).
-  std::size_t pending_ = 0;
-  bool deadline_passed_ = false;
-  deadline_entry deadline_;
-  inline_command command_;
-  // The command sent to the master and not yet answered, to abandon it
-  // (in_flight takes the handle's padding: 24 bytes a master).
-  struct master_state : request_handle {
-    bool in_flight = false;
-  };
-  boost::container::small_vector<master_state, 7> masters_;  // inline for up to 7 masters
+  explicit lock_fanout(std::shared_ptr<lock_engine> owner)
+      : fanout(std::move(owner)), owner_(static_cast<lock_engine*>(to_.get())) {}
+  lock_engine* const owner_;  // `to_`, as the lock it is
 };
 
 /// A fan-out decided by a redlock_attempt (algorithm/attempt.hpp): an
 /// acquire's SETs or an extend. It performs what each answer asks; the
 /// decision itself goes to decided().
-class round_fanout : public fanout {
+class round_fanout : public lock_fanout {
  protected:
   round_fanout(std::shared_ptr<lock_engine> owner, round_kind kind, std::chrono::milliseconds ttl,
                redlock_clock::time_point start);

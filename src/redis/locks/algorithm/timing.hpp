@@ -8,15 +8,10 @@
 //   valid_until = sent + ttl - drift,   drift = ttl * drift_factor + drift_extra
 // and the validity at `now` is valid_until - now, rounded down to whole
 // milliseconds so that it is never overstated.
-//
-// And when a lock's fan-outs time out: deadline_queue, below.
 #pragma once
-
-#include <boost/intrusive/list.hpp>
 
 #include <chrono>
 #include <cstdint>
-#include <optional>
 
 namespace dlock::redis::detail {
 
@@ -53,51 +48,5 @@ inline std::chrono::milliseconds remaining(steady_time valid_until, steady_time 
   auto left = validity_left(valid_until, now);
   return left.count() > 0 ? left : std::chrono::milliseconds(0);
 }
-
-/// A fan-out's place in its lock's deadline queue. It lives inside the
-/// fan-out (`owner`), so watching one allocates nothing; the queue does not
-/// own it, and the fan-out leaves it when answered, expired or destroyed.
-struct deadline_entry : boost::intrusive::list_base_hook<> {
-  steady_time due{};
-  void* owner = nullptr;
-};
-
-/// The per-master deadlines of a lock's fan-outs. They all use the same
-/// timeout, so they fall due in the order they were watched, and one timer
-/// serves them all, set once per timeout period rather than twice per
-/// fan-out (a system call each).
-class deadline_queue {
- public:
-  explicit deadline_queue(std::chrono::milliseconds timeout) : timeout_(timeout) {}
-  deadline_queue(const deadline_queue&) = delete;
-  deadline_queue& operator=(const deadline_queue&) = delete;
-
-  void watch(deadline_entry& entry, steady_time now) {
-    entry.due = now + timeout_;
-    entries_.push_back(entry);
-  }
-  void unwatch(deadline_entry& entry) noexcept {
-    if (entry.is_linked()) entries_.erase(entries_.iterator_to(entry));
-  }
-  /// When the timer is to wake next; none while nothing is watched.
-  std::optional<steady_time> next_due() const {
-    if (entries_.empty()) return std::nullopt;
-    return entries_.front().due;
-  }
-  /// The oldest entry due at `now`, taken out; null when none is. Those due
-  /// within a sixteenth of the timeout count as due (a little early, never
-  /// late): under a dead master every fan-out runs into its deadline, and
-  /// one wake-up per batch is cheaper than one each.
-  deadline_entry* take_due(steady_time now) {
-    if (entries_.empty() || entries_.front().due > now + timeout_ / 16) return nullptr;
-    auto& due = entries_.front();
-    entries_.pop_front();
-    return &due;
-  }
-
- private:
-  std::chrono::milliseconds timeout_;
-  boost::intrusive::list<deadline_entry> entries_;
-};
 
 }  // namespace dlock::redis::detail
