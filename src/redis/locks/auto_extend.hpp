@@ -61,8 +61,8 @@ class auto_extender {
  private:
   void start_stop(asio::any_completion_handler<void(error_code)> handler);
 
+  std::shared_ptr<state> state_;  // first: running() is read at every hold's end
   asio::any_io_executor executor_;
-  std::shared_ptr<state> state_;
 };
 
 }  // namespace dlock::redis::detail

@@ -86,23 +86,25 @@ class hold {
   void subscribe_to_stalls();
   void on_stall(std::uint64_t hold_id, std::chrono::nanoseconds lag);
 
-  drift_rule drift_;
-  const dlock::detail::observed_lock* observed_ = nullptr;
-  std::shared_ptr<stall_monitor> stall_;
-  dlock::detail::stall_subscription stall_watch_;  // while held, with a monitor
+  // What every hold's begin and end touch comes first (64 locks' holds must
+  // share the cache); the validity timer itself and the loss handler last.
   std::atomic<phase> phase_{phase::idle};  // atomic: held() is read from any thread
+  std::uint64_t id_ = 0;
   std::string token_;
   std::atomic<std::int64_t> fencing_token_{0};  // atomic: read from any thread
   steady_time acquired_{};
   std::atomic<steady_time> valid_until_{};  // atomic: validity() is read from any thread
-  std::uint64_t id_ = 0;
+  steady_time validity_timer_at_{};  // validity_timer_'s pending expiry; zero when idle
+  drift_rule drift_;
   lock_loss loss_;
+  const dlock::detail::observed_lock* observed_ = nullptr;
+  std::shared_ptr<stall_monitor> stall_;
+  dlock::detail::stall_subscription stall_watch_;  // while held, with a monitor
   auto_extender extender_;
   // One timer, re-armed lazily: it wakes at the earliest end it was set for
   // and checks the hold it finds then, so back-to-back holds cost no timer
   // update each.
   asio::steady_timer validity_timer_;
-  steady_time validity_timer_at_{};  // its pending expiry; zero when idle
   std::weak_ptr<void> owner_;
   std::function<void(error_code)> on_lost_;
 };

@@ -68,7 +68,7 @@ std::int64_t redlock::fencing_token() const noexcept { return impl_->hold.fencin
 std::chrono::milliseconds redlock::validity() const noexcept { return impl_->hold.validity(); }
 lock_loss& redlock::loss() noexcept { return impl_->hold.loss(); }
 std::string redlock::last_outcomes() const { return impl_->last_outcomes(); }
-std::string redlock::token() const { return impl_->hold.token(); }
+const std::string& redlock::token() const noexcept { return impl_->hold.token(); }
 std::size_t redlock::released_masters() const noexcept { return impl_->released_masters; }
 const std::string& redlock::invalid_reason() const noexcept { return impl_->invalid_reason; }
 const std::string& redlock::key() const noexcept { return impl_->commands.key; }
