@@ -157,7 +157,8 @@ class basic_hold {
   /// Time left before the hold may expire on the server (0 when not held,
   /// lost, or past the end).
   std::chrono::milliseconds validity() const noexcept;
-  /// The current token ("" when never acquired).
+  /// The current token ("" when never acquired): read it on the lock's
+  /// executor; the next acquire changes it.
   const std::string& token() const noexcept;
   /// The key.
   const std::string& key() const noexcept;

@@ -258,8 +258,10 @@ class redlock {
   /// What each master answered in the last attempt, in master order, e.g.
   /// "127.0.0.1:6379=ok 127.0.0.1:6380=timed_out ...", for logs.
   std::string last_outcomes() const;
-  /// The token of the current (or last) acquisition: 16 random bytes as hex.
-  std::string token() const;
+  /// The token of the current (or last) acquisition, 16 random bytes as hex
+  /// ("" when never acquired), as `redis::lock::token()`: read it on the
+  /// redlock's executor; the next acquire changes it.
+  const std::string& token() const noexcept;
   /// The fencing token of the current hold (see the assumptions above), 0
   /// when not held or without `redlock_options::fencing`. Any thread.
   std::int64_t fencing_token() const noexcept;
