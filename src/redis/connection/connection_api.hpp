@@ -4,6 +4,7 @@
 // locks: what a command means is the lock's (src/redis/locks/).
 #pragma once
 
+#include "detail/recycled_block.hpp"
 #include "redis/connection/connection_impl.hpp"
 
 #include <boost/asio/any_io_executor.hpp>
@@ -140,5 +141,14 @@ class fanout : public reply_sink, public std::enable_shared_from_this<fanout> {
   boost::container::small_vector<master_state, 7> masters_;  // inline for up to 7 masters
   inline_command command_;
 };
+
+/// A fan-out, in a recycled block (detail/recycled_block.hpp): a lock's
+/// next operation is built in the memory its last one just left.
+template <class Fanout, class... Args>
+std::shared_ptr<Fanout> make_fanout(Args&&... args) {
+  // allocate_shared's control block (two counts and a vtable pointer) is beside it.
+  static_assert(sizeof(Fanout) + 32 <= dlock::detail::recycled_block_size, "a fan-out fits a recycled block");
+  return std::allocate_shared<Fanout>(dlock::detail::recycling_allocator<Fanout>(), std::forward<Args>(args)...);
+}
 
 }  // namespace dlock::redis::detail

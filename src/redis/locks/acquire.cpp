@@ -168,7 +168,7 @@ class lock_op : public std::enable_shared_from_this<lock_op> {
         owner_->resend_unsettled_cleanups();  // ahead of this attempt's SETs, on the same connections
         ++attempts_;
       {
-        auto next = std::make_shared<acquire_attempt>(owner_, shared_from_this());
+        auto next = make_fanout<acquire_attempt>(owner_, shared_from_this());
         current_ = next;  // its commands keep it: an io_context destroyed with one owed leaks no cycle
         return next->start();
       }

@@ -305,18 +305,17 @@ class fencing_write_back final : public lock_fanout {
 }  // namespace
 
 void lock_engine::release_in_background(std::string_view token, std::optional<std::size_t> master) {
-  std::make_shared<release_fanout>(shared_from_this(), token)->start(master);
+  make_fanout<release_fanout>(shared_from_this(), token)->start(master);
 }
 
 void send_release(std::shared_ptr<lock_engine> owner, std::string_view token,
                   asio::any_completion_handler<void(error_code)> done, bool in_place) {
-  std::make_shared<release_fanout>(std::move(owner), token, std::move(done), in_place)->start(std::nullopt);
+  make_fanout<release_fanout>(std::move(owner), token, std::move(done), in_place)->start(std::nullopt);
 }
 
 void lock_engine::write_back(std::int64_t token, std::size_t needed, std::span<const std::size_t> targets,
                              std::function<void(error_code)> report) {
-  auto raise = std::make_shared<fencing_write_back>(shared_from_this(), token, needed, targets.size(),
-                                                    std::move(report));
+  auto raise = make_fanout<fencing_write_back>(shared_from_this(), token, needed, targets.size(), std::move(report));
   raise->start(targets);
 }
 

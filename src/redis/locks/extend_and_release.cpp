@@ -86,7 +86,7 @@ void extend_here(std::shared_ptr<lock_engine> owner, milliseconds ttl, handler0 
     return post_completion(owner->executor, std::move(handler), make_error_code(dlock::error::invalid_argument));
   if (auto refused = extend_refusal(owner->status()))
     return post_completion(owner->executor, std::move(handler), refused);
-  auto op = std::make_shared<extend_op>(std::move(owner), ttl, std::move(handler));
+  auto op = make_fanout<extend_op>(std::move(owner), ttl, std::move(handler));
   op->start();
 }
 
