@@ -182,8 +182,8 @@ round_fanout::round_fanout(std::shared_ptr<lock_engine> owner, round_kind kind, 
     : lock_fanout(std::move(owner)),
       // The observer hears of Redlock rounds only.
       report_(owner_->observed && !owner_->commands.one_server(), owner_->names, kind),
-      attempt_(owner_->commands, kind, owner_->masters.size(), ttl, owner_->hold_drift(), start),
-      round_id_(++owner_->rounds) {}
+      round_id_(++owner_->rounds),
+      attempt_(owner_->commands, kind, owner_->masters.size(), ttl, owner_->hold_drift(), start) {}
 
 void round_fanout::note_decision() { owner_->granted.decided(round_id_, attempt_.round()); }
 

@@ -157,8 +157,8 @@ class round_fanout : public lock_fanout {
 
   // What every answer reads first (the report is a null pointer unless observed).
   round_report report_;
-  redlock_attempt attempt_;
   std::uint64_t round_id_;
+  redlock_attempt attempt_;
 
  private:
   void on_answer(std::size_t index, error_code ec, const reply& answer) final;

@@ -10,9 +10,9 @@ namespace dlock::redis::detail {
 
 redlock_attempt::redlock_attempt(const hold_commands& commands, round_kind kind, std::size_t masters,
                                  std::chrono::milliseconds ttl, drift_rule drift, redlock_clock::time_point start)
-    : round_(masters, ttl, drift, start, commands.fencing() && kind == round_kind::acquire),
-      commands_(&commands),
-      kind_(kind) {}
+    : commands_(&commands),
+      kind_(kind),
+      round_(masters, ttl, drift, start, commands.fencing() && kind == round_kind::acquire) {}
 
 error_code redlock_attempt::failure() const noexcept {
   if (write_back_failure_) return write_back_failure_;
@@ -47,7 +47,7 @@ redlock_attempt::reaction redlock_attempt::on_answer(std::size_t index, error_co
   bool was_decided = round_.decided();
   auto answered = commands_->read(own, kind_ == round_kind::extend);
   out.outcome = answered.outcome;
-  if (!was_decided) {
+  if (!was_decided && commands_->one_server()) {  // only one server's are read
     answered_error_ = answered.error;
     transport_error_ = ec;
   }

@@ -167,13 +167,15 @@ class redlock_attempt {
   extend_verdict extend_outcome(std::chrono::milliseconds stall_margin) const;
 
  private:
-  redlock_round round_;
+  // What every answer reads first (64 clients' rounds in flight must share
+  // the cache), the errors of a failed one last.
   const hold_commands* commands_;
-  error_code answered_error_;   // one server: its answer's error, and the transport's
-  error_code transport_error_;
   round_kind kind_;
-  error_code write_back_failure_;
   boost::container::small_vector<bool, 7> resent_;  // after NOSCRIPT, once per master
+  redlock_round round_;
+  error_code answered_error_;   // one server only: its answer's error, and the transport's
+  error_code transport_error_;
+  error_code write_back_failure_;
 };
 
 }  // namespace dlock::redis::detail

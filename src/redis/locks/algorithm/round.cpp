@@ -38,9 +38,9 @@ redlock_round::redlock_round(std::size_t masters, milliseconds ttl, drift_rule d
     : fencing_(fencing),
       start_(start),
       valid_until_(detail::valid_until(start, ttl, drift)),
+      slots_(masters),
       ttl_(ttl),
-      drift_(drift),
-      slots_(masters) {
+      drift_(drift) {
   tally_[static_cast<std::size_t>(master_outcome::pending)] = static_cast<std::uint32_t>(masters);
 }
 

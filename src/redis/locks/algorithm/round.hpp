@@ -135,6 +135,11 @@ class redlock_round {
 
   void set(master_outcome& slot, master_outcome outcome) noexcept;
 
+  struct master_slot {
+    master_outcome outcome = master_outcome::pending;
+    bool late = false;  // answered after the decision
+    std::int64_t counter = no_counter;  // with fencing
+  };
   // What each answer reads first, the rest after: 64 clients' rounds in
   // flight must share the cache. Inline for up to 7 masters: a round per
   // attempt allocates nothing.
@@ -143,17 +148,13 @@ class redlock_round {
   std::array<std::uint32_t, 6> tally_{};  // masters per outcome, kept with the slots
   redlock_clock::time_point start_;
   redlock_clock::time_point valid_until_;
+  boost::container::small_vector<master_slot, 7> slots_;
+  // Read at the decision only.
+  std::int64_t fencing_token_ = 0;
   std::chrono::milliseconds validity_at_decision_{0};
   error_code failure_;
   std::chrono::milliseconds ttl_;
   drift_rule drift_;
-  std::int64_t fencing_token_ = 0;
-  struct master_slot {
-    master_outcome outcome = master_outcome::pending;
-    bool late = false;  // answered after the decision
-    std::int64_t counter = no_counter;  // with fencing
-  };
-  boost::container::small_vector<master_slot, 7> slots_;
 };
 
 /// What an observer is told of one Redlock round (acquire or extend), once it
