@@ -1,11 +1,16 @@
-// The recycled block (a speed trick): one block kept per thread, for the
-// next lock operation whatever its kind; off under sanitizers and with
-// -DDLOCK_SPEED_TRICKS=OFF, where every block is new and freed.
+// The recycled block (a speed trick): one block kept per thread, the last
+// one given back, for the next fan-out whatever its kind; off under
+// sanitizers and with -DDLOCK_SPEED_TRICKS=OFF. The slot's rule is tested on
+// a slot of the test's own, so that ASan checks it too: every block is
+// written whole (a block smaller than recycled_block_size overflows), and a
+// block neither kept nor freed leaks.
 #include "detail/recycled_block.hpp"
 
 #include <boost/test/unit_test.hpp>
 
 #include <array>
+#include <cstring>
+#include <cstdint>
 #include <memory>
 #include <thread>
 
@@ -13,91 +18,100 @@ using namespace dlock::detail;
 
 namespace {
 
-struct small_operation {
+void fill(void* block, std::size_t bytes) { std::memset(block, 0x5a, bytes); }
+
+struct operation {
   std::array<char, 100> bytes{};
-};
-struct large_operation {
-  std::array<char, 700> bytes{};
 };
 
 // Which block malloc hands out is its own business: these run only where
-// blocks are recycled (the sanitizer builds check the other case).
+// this thread's blocks are recycled.
 const auto when_recycled = boost::unit_test::enable_if<recycle_blocks>();
 
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(recycled_block)
 
-BOOST_AUTO_TEST_CASE(without_recycling_every_block_is_new_and_freed,
-                     *boost::unit_test::enable_if<!recycle_blocks>()) {
-  // Under ASan a block kept after its free, or freed twice, is reported.
-  auto* block = static_cast<char*>(take_block(100));
-  block[99] = 1;
-  give_block(block, 100);
-  auto* large = static_cast<char*>(take_block(recycled_block_size + 1));
-  large[recycled_block_size] = 1;
-  give_block(large, recycled_block_size + 1);
+BOOST_AUTO_TEST_CASE(what_fits_is_served_from_a_whole_block_and_kept) {
+  void* kept = nullptr;
+  auto* small = take_from(kept, 100);
+  fill(small, recycled_block_size);
+  give_to(kept, small, 100);
+  BOOST_TEST(kept == small);
+  auto* whole = take_from(kept, recycled_block_size);
+  BOOST_TEST(whole == small, "the kept block serves any size that fits");
+  BOOST_TEST(kept == nullptr);
+  fill(whole, recycled_block_size);
+  give_to(kept, whole, recycled_block_size);
+  ::operator delete(kept);
 }
 
-BOOST_AUTO_TEST_CASE(a_block_given_back_holds_the_next_operation_of_any_kind, *when_recycled) {
-  auto* block = take_block(100);
-  give_block(block, 100);
-  auto* next = take_block(recycled_block_size);
-  BOOST_TEST(next == block);
-  give_block(next, recycled_block_size);
-}
-
-BOOST_AUTO_TEST_CASE(one_block_is_kept_the_second_is_freed, *when_recycled) {
-  auto* first = take_block(64);
-  auto* second = take_block(64);
+BOOST_AUTO_TEST_CASE(the_last_block_given_back_is_kept_the_one_before_freed) {
+  void* kept = nullptr;
+  auto* first = take_from(kept, 64);
+  auto* second = take_from(kept, 64);
   BOOST_TEST(first != second);
-  give_block(first, 64);
-  give_block(second, 64);  // freed: one is kept already
-  auto* again = take_block(64);
-  auto* fresh = take_block(64);
-  BOOST_TEST(again == first);
-  BOOST_TEST(fresh != first);
-  give_block(fresh, 64);
-  give_block(again, 64);
+  fill(first, recycled_block_size);
+  fill(second, recycled_block_size);
+  give_to(kept, first, 64);
+  give_to(kept, second, 64);  // first is freed (else LSan reports it)
+  BOOST_TEST(kept == second, "the hot one");
+  auto* again = take_from(kept, 64);
+  BOOST_TEST(again == second);
+  give_to(kept, again, 64);
+  ::operator delete(kept);
 }
 
-BOOST_AUTO_TEST_CASE(a_block_larger_than_the_size_is_never_kept, *when_recycled) {
-  auto* kept = take_block(64);
-  give_block(kept, 64);
+BOOST_AUTO_TEST_CASE(a_block_larger_than_the_size_is_never_kept) {
+  void* kept = nullptr;
+  auto* small = take_from(kept, 64);
+  give_to(kept, small, 64);
+  auto* large = take_from(kept, recycled_block_size + 1);
+  BOOST_TEST(large != small, "the kept block is too small for it");
+  BOOST_TEST(kept == small);
+  fill(large, recycled_block_size + 1);
+  give_to(kept, large, recycled_block_size + 1);  // freed
+  BOOST_TEST(kept == small, "still kept");
+  ::operator delete(kept);
+}
+
+BOOST_AUTO_TEST_CASE(this_threads_blocks_are_whole_and_freed) {
+  // Recycled or not, a block serves what was asked, and nothing leaks.
+  auto* block = take_block(100);
+  fill(block, 100);
+  give_block(block, 100);
   auto* large = take_block(recycled_block_size + 1);
-  BOOST_TEST(large != kept, "the kept block is too small for it");
+  fill(large, recycled_block_size + 1);
   give_block(large, recycled_block_size + 1);
-  auto* next = take_block(64);
-  BOOST_TEST(next == kept, "still kept");
-  give_block(next, 64);
+  std::thread([] { give_block(take_block(64), 64); }).join();  // kept there, freed at its exit
 }
 
 BOOST_AUTO_TEST_CASE(another_thread_does_not_take_this_threads_block, *when_recycled) {
-  auto* kept = take_block(64);
-  give_block(kept, 64);
+  auto* kept_here = take_block(64);
+  give_block(kept_here, 64);
   void* taken_there = nullptr;
   std::thread([&] {
     taken_there = take_block(64);
-    give_block(taken_there, 64);  // kept there, freed when that thread exits
+    give_block(taken_there, 64);
   }).join();
-  BOOST_TEST(taken_there != kept);
+  BOOST_TEST(taken_there != kept_here);
   auto* here = take_block(64);
-  BOOST_TEST(here == kept);
+  BOOST_TEST(here == kept_here);
   give_block(here, 64);
 }
 
 BOOST_AUTO_TEST_CASE(allocate_shared_takes_and_gives_back_the_block, *when_recycled) {
-  char* object = nullptr;
+  std::uintptr_t object = 0;
   {
-    auto operation = std::allocate_shared<small_operation>(recycling_allocator<small_operation>());
-    operation->bytes.fill('s');
-    object = reinterpret_cast<char*>(operation.get());
+    auto made = std::allocate_shared<operation>(recycling_allocator<operation>());
+    made->bytes.fill('s');
+    object = reinterpret_cast<std::uintptr_t>(made.get());
   }
   // The block the operation and its control block (before it) were in.
-  auto* block = static_cast<char*>(take_block(sizeof(large_operation)));
-  bool same_block = block <= object && object < block + 64;
-  BOOST_TEST(same_block);
-  give_block(block, sizeof(large_operation));
+  auto* block = take_block(recycled_block_size);
+  auto start = reinterpret_cast<std::uintptr_t>(block);
+  BOOST_TEST((start <= object && object < start + 64));
+  give_block(block, recycled_block_size);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

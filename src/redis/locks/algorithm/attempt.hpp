@@ -168,11 +168,11 @@ class redlock_attempt {
 
  private:
   // What every answer reads first (64 clients' rounds in flight must share
-  // the cache), the errors of a failed one last.
+  // the cache); what only a NOSCRIPT or one server's answer reads, last.
   const hold_commands* commands_;
   round_kind kind_;
-  boost::container::small_vector<bool, 7> resent_;  // after NOSCRIPT, once per master
   redlock_round round_;
+  boost::container::small_vector<bool, 7> resent_;  // after NOSCRIPT, once per master
   error_code answered_error_;   // one server only: its answer's error, and the transport's
   error_code transport_error_;
   error_code write_back_failure_;

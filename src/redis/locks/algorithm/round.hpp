@@ -149,7 +149,8 @@ class redlock_round {
   redlock_clock::time_point start_;
   redlock_clock::time_point valid_until_;
   boost::container::small_vector<master_slot, 7> slots_;
-  // Read at the decision only.
+  // Set at the decision (the token read again by fencing's late answers),
+  // and the inputs it was computed from.
   std::int64_t fencing_token_ = 0;
   std::chrono::milliseconds validity_at_decision_{0};
   error_code failure_;
