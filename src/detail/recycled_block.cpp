@@ -18,20 +18,23 @@ void give_to(void*& kept, void* block, std::size_t bytes) noexcept {
 
 namespace {
 
+// Who frees this thread's kept block at its exit: nobody yet, the owner
+// below, or nobody any more (it was destroyed: nothing is kept after it).
+enum class keeper : unsigned char { none, owner, gone };
+
 // Trivial, so never destroyed: still readable while other thread-local
 // objects are destroyed at the thread's exit (and give blocks back).
 thread_local void* kept = nullptr;
-thread_local bool owned = false;   // the owner below exists on this thread
-thread_local bool exited = false;  // and was destroyed: nothing is kept any more
+thread_local keeper kept_by = keeper::none;
 
-// Frees the kept block when the thread exits. Made at the thread's first
-// take, before any of its fan-outs exist. Blocks given back after it is gone
-// (by static objects destroyed after the thread's locals) are freed at once.
+// Made at the thread's first take, before any of its fan-outs exist. Blocks
+// given back after it is gone (by static objects destroyed after the
+// thread's locals) are freed at once.
 struct kept_block_owner {
-  kept_block_owner() noexcept { owned = true; }
+  kept_block_owner() noexcept { kept_by = keeper::owner; }
   ~kept_block_owner() {
     ::operator delete(std::exchange(kept, nullptr));
-    exited = true;
+    kept_by = keeper::gone;
   }
 };
 
@@ -41,12 +44,13 @@ void own_the_kept_block() { static thread_local kept_block_owner owner; }
 
 void* take_block(std::size_t bytes) {
   if constexpr (!recycle_blocks) return ::operator new(bytes);
-  if (!owned && !exited) own_the_kept_block();
-  return take_from(kept, bytes);
+  if (kept_by == keeper::none) own_the_kept_block();
+  return take_from(kept, bytes);  // none kept once gone: a new block
 }
 
 void give_block(void* block, std::size_t bytes) noexcept {
-  if (!recycle_blocks || !owned || exited || bytes > recycled_block_size) return ::operator delete(block);
+  if constexpr (!recycle_blocks) return ::operator delete(block);
+  if (kept_by != keeper::owner) return ::operator delete(block);
   give_to(kept, block, bytes);
 }
 

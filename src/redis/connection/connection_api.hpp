@@ -142,8 +142,8 @@ class fanout : public reply_sink, public std::enable_shared_from_this<fanout> {
   inline_command command_;
 };
 
-/// A fan-out, in a recycled block (detail/recycled_block.hpp): a lock's
-/// next operation is built in the memory its last one just left.
+/// A fan-out, in a recycled block (detail/recycled_block.hpp): the next
+/// fan-out is built in the memory the last one just left.
 template <class Fanout, class... Args>
 std::shared_ptr<Fanout> make_fanout(Args&&... args) {
   // allocate_shared's control block (two counts and a vtable pointer) is beside it.
