@@ -280,7 +280,7 @@ class fencing_write_back final : public lock_fanout {
   fencing_write_back(std::shared_ptr<lock_engine> owner, std::int64_t token, std::size_t needed,
                      std::size_t asked, report_function report)
       : lock_fanout(std::move(owner)), tally_(token, needed, asked), report_(std::move(report)) {
-    command().set(fencing_write_back_script(), {owner_->commands.counter_key}, {std::to_string(token)});
+    command().set(fencing_write_back_script(), {owner_->commands.counter_key}, {decimal(token)});
   }
 
   void start(std::span<const std::size_t> targets) {

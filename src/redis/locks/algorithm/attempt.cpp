@@ -10,44 +10,44 @@ namespace dlock::redis::detail {
 
 redlock_attempt::redlock_attempt(const hold_commands& commands, round_kind kind, std::size_t masters,
                                  std::chrono::milliseconds ttl, drift_rule drift, redlock_clock::time_point start)
-    : commands_(&commands),
+    : reader_(commands.reader()),
       kind_(kind),
-      round_(masters, ttl, drift, start, commands.fencing() && kind == round_kind::acquire) {}
+      round_(masters, ttl, drift, start, reader_.fencing() && kind == round_kind::acquire) {}
 
 error_code redlock_attempt::failure() const noexcept {
   if (write_back_failure_) return write_back_failure_;
-  if (round_.state() == round_state::failed && commands_->one_server() && answered_error_) return answered_error_;
+  if (round_.state() == round_state::failed && reader_.one_server() && answered_error_) return answered_error_;
   return round_.failure();
 }
 
 bool redlock_attempt::may_have_landed() const noexcept {
   if (won()) return false;
-  if (!commands_->one_server()) return true;
-  return commands_->attempt_may_have_landed(transport_error_, failure());
+  if (!reader_.one_server()) return true;
+  return reader_.attempt_may_have_landed(transport_error_, failure());
 }
 
 redlock_attempt::extend_verdict redlock_attempt::extend_outcome(std::chrono::milliseconds stall_margin) const {
   bool in_time = round_.validity_at_decision() - stall_margin > std::chrono::milliseconds::zero();
   if (won() && in_time) return {};
   auto why = won() ? make_error_code(dlock::error::expired) : failure();
-  if (!commands_->one_server()) return {make_error_code(dlock::error::lost), why, true};
+  if (!reader_.one_server()) return {make_error_code(dlock::error::lost), why, true};
   return {why, why, why == dlock::error::not_owned || why == dlock::error::expired};
 }
 
 redlock_attempt::reaction redlock_attempt::on_answer(std::size_t index, error_code ec, const reply& answer,
                                                      redlock_clock::time_point now, bool deadline_passed) {
   reaction out;
-  auto own = commands_->unwrap(ec, answer);  // a script's, inside a gathered block
-  bool not_run = own.ec == redis::error::script_not_run || own.ec == redis::error::no_script;
+  auto own = reader_.unwrap(ec, answer);  // a script's, inside a gathered block
+  bool not_run = script_did_not_run(own.ec);
   if (not_run && resent_.empty()) resent_.resize(round_.masters());  // sized at the first NOSCRIPT
   if (not_run && !deadline_passed && !std::exchange(resent_[index], true)) {
     out.resend = true;
     return out;
   }
   bool was_decided = round_.decided();
-  auto answered = commands_->read(own, kind_ == round_kind::extend);
+  auto answered = reader_.read(own, kind_ == round_kind::extend);
   out.outcome = answered.outcome;
-  if (!was_decided && commands_->one_server()) {  // only one server's are read
+  if (!was_decided && reader_.one_server()) {  // only one server's are read
     answered_error_ = answered.error;
     transport_error_ = ec;
   }
@@ -130,13 +130,13 @@ void hold_commands::attempt(inline_command& out, std::string_view token, std::ch
 }
 
 void hold_commands::attempt_alone(inline_command& out, std::string_view token, std::chrono::milliseconds ttl) const {
-  auto ttl_text = std::to_string(ttl.count());
+  decimal ttl_text(ttl.count());
   switch (what) {
     case kind::lock:
     case kind::redlock: return out.set({"SET", key, token, "NX", "PX", ttl_text});
     case kind::fenced_redlock: return out.set(redlock_fenced_acquire_script(), {key, counter_key}, {token, ttl_text});
     case kind::semaphore: {
-      auto max = std::to_string(max_leases);
+      decimal max(max_leases);
       return out.set(semaphore_acquire_script(), {key}, {token, ttl_text, max});
     }
     case kind::fenced_lock:
@@ -154,14 +154,14 @@ void hold_commands::release(inline_command& out, std::string_view token) const {
 }
 
 void hold_commands::extend(inline_command& out, std::string_view token, std::chrono::milliseconds ttl) const {
-  auto ttl_text = std::to_string(ttl.count());
+  decimal ttl_text(ttl.count());
   out.set(what == kind::semaphore ? semaphore_extend_script() : extend_script(), {key}, {token, ttl_text});
   if (waits) out.then({"WAIT", wait_replicas_, wait_timeout_});
 }
 
-// ---- reading the answers ----
+// ---------------------------------------------------------------- answer_reader
 
-hold_commands::unwrapped hold_commands::unwrap_gathered(const reply& r) const {
+answer_reader::unwrapped answer_reader::unwrap_gathered(const reply& r) const {
   // Gathered: the command's answer is the reply before WAIT's (EXEC's for a block).
   if (!r.is_array() || r.elements().size() < 2 || !r.elements().back().is_integer())
     return {redis::error::protocol_error, &r};
@@ -171,44 +171,50 @@ hold_commands::unwrapped hold_commands::unwrap_gathered(const reply& r) const {
 }
 
 // What the command did, unless fewer replicas than asked have it.
-hold_commands::answer hold_commands::acknowledged(answer a, std::int64_t replicas) const {
+answer_reader::answer answer_reader::acknowledged(answer a, std::int64_t replicas) const {
   if (a.outcome != master_outcome::ok || replicas < 0) return a;
   if (replicas < replicas_) return {master_outcome::failed, a.counter, dlock::error::not_replicated};
   return a;
 }
 
-hold_commands::answer hold_commands::read(const unwrapped& own, bool extend) const {
-  auto alone = extend ? read_extend_alone(own.ec, *own.answer) : read_attempt_alone(own.ec, *own.answer);
-  return waits ? acknowledged(alone, own.acknowledged) : alone;
+answer_reader::answer answer_reader::read(const unwrapped& own, bool extend) const {
+  if (own.ec) return {master_outcome::failed, redlock_round::no_counter, own.ec};
+  const reply& r = *own.answer;
+  auto alone = extend ? read_extend_alone(r) : one_server() ? read_one_server_attempt(r) : read_redlock_attempt(r);
+  return replicas_ > 0 ? acknowledged(alone, own.acknowledged) : alone;
 }
 
-hold_commands::answer hold_commands::read_attempt(error_code ec, const reply& r) const {
+answer_reader::answer answer_reader::read_attempt(error_code ec, const reply& r) const {
   return read(unwrap(ec, r), false);
 }
 
-hold_commands::answer hold_commands::read_extend(error_code ec, const reply& r) const {
+answer_reader::answer answer_reader::read_extend(error_code ec, const reply& r) const {
   return read(unwrap(ec, r), true);
 }
 
-hold_commands::answer hold_commands::read_attempt_alone(error_code ec, const reply& r) const {
-  if (ec) return {master_outcome::failed, redlock_round::no_counter, ec};
-  if (!one_server()) return read_redlock_attempt(r);
+answer_reader::answer answer_reader::read_one_server_attempt(const reply& r) const {
   std::int64_t fencing_token = redlock_round::no_counter;
-  auto failure = attempt_failure(ec, r, fencing_token);
+  auto failure = attempt_failure({}, r, fencing_token);
   if (!failure) return {master_outcome::ok, fencing_token, {}};
   if (failure == dlock::error::taken) return {master_outcome::taken, fencing_token, failure};
   return {master_outcome::failed, redlock_round::no_counter, failure};
 }
 
-hold_commands::answer hold_commands::read_redlock_attempt(const reply& r) const {
-  answer failed{master_outcome::failed, redlock_round::no_counter, redis::error::protocol_error};
-  if (what == kind::fenced_redlock) {
+namespace {
+// Built only when needed: an error code's category is a call.
+answer_reader::answer unexpected_answer() {
+  return {master_outcome::failed, redlock_round::no_counter, redis::error::protocol_error};
+}
+}  // namespace
+
+answer_reader::answer answer_reader::read_redlock_attempt(const reply& r) const {
+  if (what_ == hold_kind::fenced_redlock) {
     auto fenced = interpret_redlock_fenced_set(r);
-    if (fenced.outcome == set_outcome::unexpected) return failed;
+    if (fenced.outcome == set_outcome::unexpected) return unexpected_answer();
     if (fenced.outcome == set_outcome::acquired) return {master_outcome::ok, fenced.counter, {}};
     // A holder's counter at INT64_MAX leaves no larger token to take: such
     // a master cannot vouch for ours (and counter + 1 would overflow).
-    if (fenced.counter == std::numeric_limits<std::int64_t>::max()) return failed;
+    if (fenced.counter == std::numeric_limits<std::int64_t>::max()) return unexpected_answer();
     return {master_outcome::taken, fenced.counter, dlock::error::taken};
   }
   switch (interpret_set(r)) {
@@ -216,18 +222,17 @@ hold_commands::answer hold_commands::read_redlock_attempt(const reply& r) const 
     case set_outcome::taken: return {master_outcome::taken, redlock_round::no_counter, dlock::error::taken};
     case set_outcome::unexpected: break;
   }
-  return failed;
+  return unexpected_answer();
 }
 
-hold_commands::answer hold_commands::read_extend_alone(error_code ec, const reply& r) const {
-  if (ec) return {master_outcome::failed, redlock_round::no_counter, ec};
+answer_reader::answer answer_reader::read_extend_alone(const reply& r) const {
   auto compared = interpret_compare_script(r);
   if (compared == dlock::error::not_owned) return {master_outcome::taken, redlock_round::no_counter, compared};
   if (compared) return {master_outcome::failed, redlock_round::no_counter, compared};
   return {master_outcome::ok, redlock_round::no_counter, {}};
 }
 
-bool hold_commands::attempt_may_have_landed(error_code ec, error_code failure) const {
+bool answer_reader::attempt_may_have_landed(error_code ec, error_code failure) const {
   if (!failure) return true;                          // won
   if (failure == dlock::error::taken) return false;  // the server said no
   // Only a plain SET refused with an error reply surely did nothing. No
@@ -235,19 +240,19 @@ bool hold_commands::attempt_may_have_landed(error_code ec, error_code failure) c
   // whose earlier steps ran (an INCR that failed after the SET; MULTI
   // refused alone, so that the SET ran outside the block) may have set the
   // key: the cleanup deletes it by token.
-  bool refused_plain_set = what == kind::lock && ec && !set_outcome_unknown(ec);
+  bool refused_plain_set = what_ == hold_kind::lock && ec && !set_outcome_unknown(ec);
   return !refused_plain_set;
 }
 
-error_code hold_commands::attempt_failure(error_code ec, const reply& r, std::int64_t& fencing_token) const {
+error_code answer_reader::attempt_failure(error_code ec, const reply& r, std::int64_t& fencing_token) const {
   if (ec) return ec;
   auto outcome = set_outcome::unexpected;
-  switch (what) {
-    case kind::lock:
-    case kind::redlock: outcome = interpret_set(r); break;
-    case kind::semaphore: outcome = interpret_admit(r); break;
-    case kind::fenced_lock:
-    case kind::fenced_redlock: {
+  switch (what_) {
+    case hold_kind::lock:
+    case hold_kind::redlock: outcome = interpret_set(r); break;
+    case hold_kind::semaphore: outcome = interpret_admit(r); break;
+    case hold_kind::fenced_lock:
+    case hold_kind::fenced_redlock: {
       // EXEC ran the block, but the INCR failed (the counter holds no
       // integer, or it would overflow): the server's own error.
       if (auto refused = fenced_exec_error(r)) return refused;

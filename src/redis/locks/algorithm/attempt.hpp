@@ -31,45 +31,20 @@
 
 namespace dlock::redis::detail {
 
-// What a Redis hold sends and what the answers mean, for every kind the one
-// lock shell (engine.hpp) drives: a lock on one server, a
-// semaphore's lease, and a Redlock's key on each of its masters. The shell's
-// steps are the same for all; only these commands and their reading differ.
-struct hold_commands {
-  /// A lock on one server (SET NX PX; with `fencing`, in a MULTI block with INCR).
-  static hold_commands lock(std::string key, bool fencing);
-  /// One lease of a semaphore of `max_leases` kept in the sorted set `key`.
-  static hold_commands semaphore(std::string key, std::size_t max_leases);
-  /// A Redlock's key on each master (SET NX PX; with `fencing`, a script
-  /// that also reports the master's counter).
-  static hold_commands redlock(std::string key, bool fencing);
+/// The kinds of Redis hold the one lock shell (engine.hpp) drives.
+enum class hold_kind : std::uint8_t { lock, fenced_lock, semaphore, redlock, fenced_redlock };
 
-  enum class kind { lock, fenced_lock, semaphore, redlock, fenced_redlock };
-
-  /// Replica acknowledgement (lock_options::replicas): every attempt and
-  /// extension is followed by WAIT `replicas` `timeout`.
-  void wait_for_replicas(int replicas, std::chrono::milliseconds timeout);
-
-  kind what = kind::lock;
-  bool waits = false;  // for replicas (wait_for_replicas): answers are gathered
-  std::string key;
-  std::string counter_key;     // a fenced lock's counter, else empty
-  std::size_t max_leases = 0;  // a semaphore's, else 0
+/// What a hold's answers mean: a few bytes, copied into each attempt, so
+/// that reading an answer touches no memory of the lock's (with 64 rounds
+/// in flight the lock's own lines are cold by the time its answers come).
+class answer_reader {
+ public:
+  answer_reader(hold_kind what, int replicas) noexcept : what_(what), replicas_(replicas) {}
 
   /// One server: its error is the acquire's answer, and a broken attempt is
   /// not retried (a Redlock expects a broken minority and retries).
-  bool one_server() const noexcept { return what != kind::redlock && what != kind::fenced_redlock; }
-  bool fencing() const noexcept { return what == kind::fenced_lock || what == kind::fenced_redlock; }
-
-  /// Arguments no attempt can work with (an empty key, `ttl` <= 0, a semaphore of 0).
-  error_code invalid(std::chrono::milliseconds ttl) const;
-
-  /// One attempt to take the hold as `token` for `ttl`.
-  void attempt(inline_command& out, std::string_view token, std::chrono::milliseconds ttl) const;
-  /// Ends `token`'s hold, nobody else's: 1 when it was still ours.
-  void release(inline_command& out, std::string_view token) const;
-  /// Moves `token`'s expiry to `ttl` from now while it is still ours: 1 when so.
-  void extend(inline_command& out, std::string_view token, std::chrono::milliseconds ttl) const;
+  bool one_server() const noexcept { return what_ != hold_kind::redlock && what_ != hold_kind::fenced_redlock; }
+  bool fencing() const noexcept { return what_ == hold_kind::fenced_lock || what_ == hold_kind::fenced_redlock; }
 
   /// One master's answer to an attempt or an extension, as a round counts it.
   struct answer {
@@ -88,7 +63,7 @@ struct hold_commands {
     std::int64_t acknowledged = -1;
   };
   unwrapped unwrap(error_code ec, const reply& r) const {
-    return waits && !ec ? unwrap_gathered(r) : unwrapped{ec, &r};
+    return replicas_ > 0 && !ec ? unwrap_gathered(r) : unwrapped{ec, &r};
   }
   /// An unwrapped answer to an attempt or (`extend`) an extension.
   answer read(const unwrapped& own, bool extend) const;
@@ -101,12 +76,58 @@ struct hold_commands {
   bool attempt_may_have_landed(error_code ec, error_code failure) const;
 
  private:
+  // The readers of a reply (not an error), without what WAIT acknowledged.
+  answer read_one_server_attempt(const reply& r) const;
   answer read_redlock_attempt(const reply& r) const;
-  void attempt_alone(inline_command& out, std::string_view token, std::chrono::milliseconds ttl) const;
-  answer read_attempt_alone(error_code ec, const reply& r) const;
-  answer read_extend_alone(error_code ec, const reply& r) const;
+  answer read_extend_alone(const reply& r) const;
   answer acknowledged(answer a, std::int64_t replicas) const;
   unwrapped unwrap_gathered(const reply& r) const;
+
+  hold_kind what_;
+  int replicas_;  // lock_options::replicas; 0: no WAIT, answers not gathered
+};
+
+// What a Redis hold sends, for every kind the one lock shell (engine.hpp)
+// drives: a lock on one server, a semaphore's lease, and a Redlock's key on
+// each of its masters. The shell's steps are the same for all; only these
+// commands and their reading (reader()) differ.
+struct hold_commands {
+  /// A lock on one server (SET NX PX; with `fencing`, in a MULTI block with INCR).
+  static hold_commands lock(std::string key, bool fencing);
+  /// One lease of a semaphore of `max_leases` kept in the sorted set `key`.
+  static hold_commands semaphore(std::string key, std::size_t max_leases);
+  /// A Redlock's key on each master (SET NX PX; with `fencing`, a script
+  /// that also reports the master's counter).
+  static hold_commands redlock(std::string key, bool fencing);
+
+  using kind = hold_kind;
+
+  /// Replica acknowledgement (lock_options::replicas): every attempt and
+  /// extension is followed by WAIT `replicas` `timeout`.
+  void wait_for_replicas(int replicas, std::chrono::milliseconds timeout);
+
+  kind what = kind::lock;
+  bool waits = false;  // for replicas (wait_for_replicas): answers are gathered
+  std::string key;
+  std::string counter_key;     // a fenced lock's counter, else empty
+  std::size_t max_leases = 0;  // a semaphore's, else 0
+
+  answer_reader reader() const noexcept { return {what, waits ? replicas_ : 0}; }
+  bool one_server() const noexcept { return reader().one_server(); }
+  bool fencing() const noexcept { return reader().fencing(); }
+
+  /// Arguments no attempt can work with (an empty key, `ttl` <= 0, a semaphore of 0).
+  error_code invalid(std::chrono::milliseconds ttl) const;
+
+  /// One attempt to take the hold as `token` for `ttl`.
+  void attempt(inline_command& out, std::string_view token, std::chrono::milliseconds ttl) const;
+  /// Ends `token`'s hold, nobody else's: 1 when it was still ours.
+  void release(inline_command& out, std::string_view token) const;
+  /// Moves `token`'s expiry to `ttl` from now while it is still ours: 1 when so.
+  void extend(inline_command& out, std::string_view token, std::chrono::milliseconds ttl) const;
+
+ private:
+  void attempt_alone(inline_command& out, std::string_view token, std::chrono::milliseconds ttl) const;
 
   int replicas_ = 0;           // lock_options::replicas
   std::string wait_replicas_;  // WAIT's arguments, when it waits
@@ -115,8 +136,8 @@ struct hold_commands {
 
 class redlock_attempt {
  public:
-  /// `commands` (kept by reference) read the answers; with fencing, an
-  /// acquire counts the masters' counters.
+  /// `commands` say what the answers mean; with fencing, an acquire counts
+  /// the masters' counters.
   redlock_attempt(const hold_commands& commands, round_kind kind, std::size_t masters,
                   std::chrono::milliseconds ttl, drift_rule drift, redlock_clock::time_point start);
 
@@ -169,7 +190,7 @@ class redlock_attempt {
  private:
   // What every answer reads first (64 clients' rounds in flight must share
   // the cache); what only a NOSCRIPT or one server's answer reads, last.
-  const hold_commands* commands_;
+  answer_reader reader_;
   round_kind kind_;
   redlock_round round_;
   boost::container::small_vector<bool, 7> resent_;  // after NOSCRIPT, once per master

@@ -31,8 +31,7 @@ class release_tally {
   /// The script did not run on a master (NOSCRIPT): send it there again
   /// (at most once per master asked, and not after the deadline).
   bool resend(error_code ec, bool deadline_passed) noexcept {
-    bool not_run = ec == redis::error::script_not_run || ec == redis::error::no_script;
-    if (!not_run || deadline_passed || resent_ >= asked_) return false;
+    if (!script_did_not_run(ec) || deadline_passed || resent_ >= asked_) return false;
     ++resent_;
     return true;
   }

@@ -12,6 +12,7 @@
 
 #include <charconv>
 #include <chrono>
+#include <concepts>
 #include <cstdint>
 #include <optional>
 #include <system_error>
@@ -26,6 +27,25 @@ using std::chrono::milliseconds;
 inline error_code validate(std::string_view key, milliseconds ttl) {
   if (key.empty() || ttl.count() <= 0 || ttl > dlock::max_duration) return dlock::error::invalid_argument;
   return {};
+}
+
+/// An integer's decimal text on the stack: a command's argument, no string built.
+class decimal {
+ public:
+  template <std::integral Integer>
+  explicit decimal(Integer value) noexcept
+      : size_(static_cast<std::size_t>(std::to_chars(digits_, digits_ + sizeof digits_, value).ptr - digits_)) {}
+  operator std::string_view() const noexcept { return {digits_, size_}; }
+
+ private:
+  char digits_[20];  // INT64_MIN's and UINT64_MAX's 20
+  std::size_t size_;
+};
+
+/// The script did not run on that master (NOSCRIPT): it may be sent again.
+/// Tested on every answer, so the usual one, no error, costs one test.
+inline bool script_did_not_run(error_code ec) noexcept {
+  return ec && (ec == redis::error::script_not_run || ec == redis::error::no_script);
 }
 
 /// SET key token NX PX: OK acquired, nil held by someone else.

@@ -11,6 +11,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -25,7 +26,7 @@ namespace {
 
 error_code failure(const hold_commands& c, error_code ec, const reply& r) {
   std::int64_t token = -7;
-  return c.attempt_failure(ec, r, token);
+  return c.reader().attempt_failure(ec, r, token);
 }
 
 bool runs(const detail::inline_command& e, const redis::script& s) { return e.script && e.script->sha1 == s.sha1(); }
@@ -96,7 +97,7 @@ BOOST_AUTO_TEST_CASE(a_fenced_lock_counts_in_the_same_multi_block) {
     return reply::make_array(std::move(items));
   };
   std::int64_t token = 0;
-  BOOST_CHECK(!c.attempt_failure({}, exec(reply::make_status("OK"), reply::make_integer(42)), token));
+  BOOST_CHECK(!c.reader().attempt_failure({}, exec(reply::make_status("OK"), reply::make_integer(42)), token));
   BOOST_CHECK_EQUAL(token, 42);
   BOOST_CHECK(failure(c, {}, exec(reply::make_nil(), reply::make_integer(43))) == dlock::error::taken);
   BOOST_CHECK(failure(c, {}, exec(reply::make_status("OK"), reply::make_integer(0))) == redis::error::protocol_error);
@@ -106,13 +107,13 @@ BOOST_AUTO_TEST_CASE(a_fenced_lock_counts_in_the_same_multi_block) {
   // An error to the block (EXECABORT, or MULTI refused so the SET ran alone)
   // may have set the key: the attempt is deleted by its token.
   const dlock::error_code server_error = redis::error::server_error;
-  BOOST_CHECK(c.attempt_may_have_landed(server_error, server_error));
-  BOOST_CHECK(c.attempt_may_have_landed({}, {}));  // won
-  BOOST_CHECK(!c.attempt_may_have_landed({}, dlock::error::taken));
+  BOOST_CHECK(c.reader().attempt_may_have_landed(server_error, server_error));
+  BOOST_CHECK(c.reader().attempt_may_have_landed({}, {}));  // won
+  BOOST_CHECK(!c.reader().attempt_may_have_landed({}, dlock::error::taken));
   auto plain = hold_commands::lock("k", false);
-  BOOST_CHECK(!plain.attempt_may_have_landed(server_error, server_error));  // SET refused: nothing ran
-  BOOST_CHECK(plain.attempt_may_have_landed(redis::error::connection_lost, redis::error::connection_lost));
-  BOOST_CHECK(plain.attempt_may_have_landed({}, redis::error::protocol_error));  // a reply we did not expect
+  BOOST_CHECK(!plain.reader().attempt_may_have_landed(server_error, server_error));  // SET refused: nothing ran
+  BOOST_CHECK(plain.reader().attempt_may_have_landed(redis::error::connection_lost, redis::error::connection_lost));
+  BOOST_CHECK(plain.reader().attempt_may_have_landed({}, redis::error::protocol_error));  // a reply we did not expect
 }
 
 // Issue #31, reproduction 4: the counter holds no integer (text, a list) or
@@ -130,11 +131,11 @@ BOOST_AUTO_TEST_CASE(a_fenced_attempt_whose_incr_failed_after_its_set_is_the_ser
   for (auto text : {"ERR value is not an integer or out of range", "ERR increment or decrement would overflow",
                     "WRONGTYPE Operation against a key holding the wrong kind of value"}) {
     std::int64_t token = 0;
-    auto why = c.attempt_failure({}, exec(reply::make_status("OK"), reply::make_error(text)), token);
+    auto why = c.reader().attempt_failure({}, exec(reply::make_status("OK"), reply::make_error(text)), token);
     BOOST_CHECK(why);
     BOOST_CHECK(why != redis::error::protocol_error);
     BOOST_CHECK(why.category() == redis::error_category());
-    BOOST_CHECK(c.attempt_may_have_landed({}, why));
+    BOOST_CHECK(c.reader().attempt_may_have_landed({}, why));
   }
 }
 
@@ -153,6 +154,29 @@ BOOST_AUTO_TEST_CASE(a_semaphore_admits_by_script_with_its_maximum) {
   BOOST_CHECK(release(c, "tok").bytes().ends_with("$1\r\n1\r\n$3\r\nsem\r\n$3\r\ntok\r\n"));
   BOOST_CHECK(runs(extend(c, "tok", 200ms), detail::semaphore_extend_script()));
   BOOST_CHECK(extend(c, "tok", 200ms).bytes().ends_with("$1\r\n1\r\n$3\r\nsem\r\n$3\r\ntok\r\n$3\r\n200\r\n"));
+}
+
+// Numbers are written from a buffer on the stack: its edges, whole.
+BOOST_AUTO_TEST_CASE(numbers_are_written_whole_at_their_edges) {
+  BOOST_CHECK_EQUAL(std::string_view(detail::decimal(std::numeric_limits<std::int64_t>::min())),
+                    "-9223372036854775808");
+  BOOST_CHECK_EQUAL(std::string_view(detail::decimal(std::numeric_limits<std::uint64_t>::max())),
+                    "18446744073709551615");
+  BOOST_CHECK_EQUAL(std::string_view(detail::decimal(0)), "0");
+  auto most = hold_commands::semaphore("s", std::numeric_limits<std::size_t>::max());
+  BOOST_REQUIRE_EQUAL(dlock::max_duration.count(), 3'153'600'000'000);
+  BOOST_CHECK(attempt(most, "t", dlock::max_duration)
+                  .bytes()
+                  .ends_with("$13\r\n3153600000000\r\n$20\r\n18446744073709551615\r\n"));
+}
+
+// Only a script's NOSCRIPT (or the connection's script_not_run) is sent again.
+BOOST_AUTO_TEST_CASE(only_a_script_not_run_may_be_sent_again) {
+  BOOST_CHECK(detail::script_did_not_run(redis::error::no_script));
+  BOOST_CHECK(detail::script_did_not_run(redis::error::script_not_run));
+  BOOST_CHECK(!detail::script_did_not_run({}));
+  BOOST_CHECK(!detail::script_did_not_run(redis::error::server_error));
+  BOOST_CHECK(!detail::script_did_not_run(dlock::error::taken));
 }
 
 BOOST_AUTO_TEST_CASE(an_error_wins_over_any_answer) {
@@ -227,24 +251,24 @@ BOOST_AUTO_TEST_CASE(with_replicas_wait_follows_and_fewer_acknowledgements_fail_
     return reply::make_array(std::move(items));
   };
   using detail::master_outcome;
-  BOOST_CHECK(c.read_attempt({}, gathered(reply::make_status("OK"), 2)).outcome == master_outcome::ok);
-  auto short_of = c.read_attempt({}, gathered(reply::make_status("OK"), 1));
+  BOOST_CHECK(c.reader().read_attempt({}, gathered(reply::make_status("OK"), 2)).outcome == master_outcome::ok);
+  auto short_of = c.reader().read_attempt({}, gathered(reply::make_status("OK"), 1));
   BOOST_CHECK(short_of.outcome == master_outcome::failed);
   BOOST_CHECK(short_of.error == dlock::error::not_replicated);
-  BOOST_CHECK(c.attempt_may_have_landed({}, short_of.error));
-  BOOST_CHECK(c.read_attempt({}, gathered(reply::make_nil(), 0)).outcome == master_outcome::taken);
-  auto refused = c.read_attempt({}, gathered(reply::make_error("OOM"), 2));
+  BOOST_CHECK(c.reader().attempt_may_have_landed({}, short_of.error));
+  BOOST_CHECK(c.reader().read_attempt({}, gathered(reply::make_nil(), 0)).outcome == master_outcome::taken);
+  auto refused = c.reader().read_attempt({}, gathered(reply::make_error("OOM"), 2));
   BOOST_CHECK(refused.error == redis::error::server_error);
-  BOOST_CHECK(c.read_attempt(redis::error::connection_lost, reply()).error == redis::error::connection_lost);
-  BOOST_CHECK(c.read_attempt({}, reply::make_status("OK")).error == redis::error::protocol_error);  // not gathered
+  BOOST_CHECK(c.reader().read_attempt(redis::error::connection_lost, reply()).error == redis::error::connection_lost);
+  BOOST_CHECK(c.reader().read_attempt({}, reply::make_status("OK")).error == redis::error::protocol_error);  // not gathered
   // The extension: the script, then WAIT; a NOSCRIPT inside is the script's own error (sent again).
   detail::inline_command extended;
   c.extend(extended, "tok", 1500ms);
   BOOST_CHECK(extended.script && extended.gather && extended.replies == 2u);
-  BOOST_CHECK(c.read_extend({}, gathered(reply::make_integer(1), 2)).outcome == master_outcome::ok);
-  BOOST_CHECK(c.read_extend({}, gathered(reply::make_integer(1), 0)).error == dlock::error::not_replicated);
-  BOOST_CHECK(c.read_extend({}, gathered(reply::make_integer(0), 0)).error == dlock::error::not_owned);
-  BOOST_CHECK(c.unwrap({}, gathered(reply::make_error("NOSCRIPT x"), 2)).ec == redis::error::no_script);
+  BOOST_CHECK(c.reader().read_extend({}, gathered(reply::make_integer(1), 2)).outcome == master_outcome::ok);
+  BOOST_CHECK(c.reader().read_extend({}, gathered(reply::make_integer(1), 0)).error == dlock::error::not_replicated);
+  BOOST_CHECK(c.reader().read_extend({}, gathered(reply::make_integer(0), 0)).error == dlock::error::not_owned);
+  BOOST_CHECK(c.reader().unwrap({}, gathered(reply::make_error("NOSCRIPT x"), 2)).ec == redis::error::no_script);
   // A fenced block: EXEC's array is the answer before WAIT's.
   auto fenced = hold_commands::lock("k", true);
   fenced.wait_for_replicas(1, 100ms);
@@ -258,7 +282,7 @@ BOOST_AUTO_TEST_CASE(with_replicas_wait_follows_and_fewer_acknowledgements_fail_
   exec.push_back(reply::make_integer(9));
   block.push_back(reply::make_array(std::move(exec)));
   block.push_back(reply::make_integer(1));
-  auto won = fenced.read_attempt({}, reply::make_array(std::move(block)));
+  auto won = fenced.reader().read_attempt({}, reply::make_array(std::move(block)));
   BOOST_CHECK(won.outcome == master_outcome::ok);
   BOOST_CHECK_EQUAL(won.counter, 9);
 }
