@@ -33,6 +33,7 @@ inline error_code validate(std::string_view key, milliseconds ttl) {
 class decimal {
  public:
   template <std::integral Integer>
+    requires(sizeof(Integer) <= 8)
   explicit decimal(Integer value) noexcept
       : size_(static_cast<std::size_t>(std::to_chars(digits_, digits_ + sizeof digits_, value).ptr - digits_)) {}
   operator std::string_view() const noexcept { return {digits_, size_}; }

@@ -210,6 +210,34 @@ BOOST_AUTO_TEST_CASE(an_extend_not_run_is_sent_again_once) {
   });
 }
 
+// With replica acknowledgement an extension's answer is gathered with WAIT's
+// count: a NOSCRIPT inside it is the script's own, sent again once too.
+BOOST_AUTO_TEST_CASE(a_script_not_run_inside_a_gathered_answer_is_sent_again_once) {
+  auto c = redis::detail::hold_commands::redlock("k", false);
+  c.wait_for_replicas(1, 100ms);
+  auto gathered = [](reply own) {
+    std::vector<reply> items;
+    items.push_back(std::move(own));
+    items.push_back(reply::make_integer(1));
+    return reply::make_array(std::move(items));
+  };
+  for_each_step(five, [&](std::size_t fault) {
+    redlock_attempt a(c, round_kind::extend, five, 10'000ms, {0.01, 2ms}, t0);
+    bool resent = false;
+    for (std::size_t i = 0; i < five; ++i) {
+      if (i == fault) {
+        resent = a.on_answer(i, {}, gathered(reply::make_error("NOSCRIPT No matching script")), t0 + 1ms, false).resend;
+        auto again = a.on_answer(i, {}, gathered(reply::make_error("NOSCRIPT No matching script")), t0 + 1ms, false);
+        BOOST_TEST((!again.resend && again.outcome == master_outcome::failed));
+        continue;
+      }
+      a.on_answer(i, {}, gathered(reply::make_integer(1)), t0 + 1ms, false);
+    }
+    BOOST_TEST(a.won());
+    return resent;
+  });
+}
+
 BOOST_AUTO_TEST_CASE(an_extend_never_releases_on_its_own) {
   auto a = make_attempt(round_kind::extend);
   for (std::size_t i = 0; i < 3; ++i) a.on_answer(i, {}, reply::make_integer(0), t0 + 1ms, false);

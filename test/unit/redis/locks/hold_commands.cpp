@@ -1,6 +1,7 @@
-// What redis::lock and redis::semaphore send for one hold, and what the
-// answers mean (hold_commands in src/redis/locks/algorithm/attempt.hpp): the one difference between the
-// two over their shared shell. No server.
+// What redis::lock and redis::semaphore send for one hold (hold_commands in
+// src/redis/locks/algorithm/attempt.hpp), and what the answers mean (its
+// answer_reader): the one difference between the two over their shared
+// shell. No server.
 #include "redis/locks/algorithm/replies.hpp"
 #include "redis/locks/algorithm/scripts.hpp"
 #include "redis/locks/algorithm/attempt.hpp"
@@ -165,9 +166,12 @@ BOOST_AUTO_TEST_CASE(numbers_are_written_whole_at_their_edges) {
   BOOST_CHECK_EQUAL(std::string_view(detail::decimal(0)), "0");
   auto most = hold_commands::semaphore("s", std::numeric_limits<std::size_t>::max());
   BOOST_REQUIRE_EQUAL(dlock::max_duration.count(), 3'153'600'000'000);
-  BOOST_CHECK(attempt(most, "t", dlock::max_duration)
-                  .bytes()
-                  .ends_with("$13\r\n3153600000000\r\n$20\r\n18446744073709551615\r\n"));
+  auto sent = attempt(most, "t", dlock::max_duration);
+  auto wire = sent.bytes();
+  BOOST_CHECK(wire.find("$13\r\n3153600000000\r\n") != std::string_view::npos);
+  auto leases = std::to_string(std::numeric_limits<std::size_t>::max());
+  BOOST_CHECK(wire.ends_with("\r\n"));
+  BOOST_CHECK(wire.substr(0, wire.size() - 2).ends_with(leases));
 }
 
 // Only a script's NOSCRIPT (or the connection's script_not_run) is sent again.
